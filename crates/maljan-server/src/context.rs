@@ -1,0 +1,114 @@
+//! What a running tool can reach: cancellation, progress, and the server's other tools.
+
+use std::sync::{Arc, Weak};
+
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::{errors::ToolError, server::ToolServer};
+
+/// Receives progress reports for one call (the protocol layer turns them into
+/// notifications/progress when the request carried a progressToken).
+pub trait ProgressSink: Send + Sync {
+    fn report(&self, progress: f64, total: Option<f64>, message: Option<String>);
+}
+
+/// Handed to every tool call.
+#[derive(Clone)]
+pub struct ToolContext {
+    cancel: CancellationToken,
+    progress: Option<Arc<dyn ProgressSink>>,
+    server: Weak<ToolServer>,
+    depth: u32,
+}
+
+/// How deep action lists may nest tool calls inside tool calls.
+const MAX_NESTING: u32 = 16;
+
+impl ToolContext {
+    pub(crate) fn new(
+        cancel: CancellationToken,
+        progress: Option<Arc<dyn ProgressSink>>,
+        server: Weak<ToolServer>,
+        depth: u32,
+    ) -> Self {
+        Self { cancel, progress, server, depth }
+    }
+
+    /// A context for calling a tool outside any protocol (tests, benches, the CLI).
+    pub fn detached() -> Self {
+        Self::new(CancellationToken::new(), None, Weak::new(), 0)
+    }
+
+    /// Cancelled when the client cancels the call or its timeout expires. Long loops should check
+    /// `is_cancelled()`; blocking work can hold a clone.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// Reports progress; a no-op when the caller asked for none.
+    pub fn progress(&self, progress: f64, total: Option<f64>, message: Option<String>) {
+        if let Some(sink) = &self.progress {
+            sink.report(progress, total, message);
+        }
+    }
+
+    pub fn wants_progress(&self) -> bool {
+        self.progress.is_some()
+    }
+
+    /// Calls another tool of the same server, under the same policy: a tool hidden by
+    /// `--read-only` or `--allowed-actions` cannot be reached this way either.
+    pub async fn invoke(&self, tool: &str, args: Map<String, Value>) -> Result<Value, ToolError> {
+        let Some(server) = self.server.upgrade() else {
+            return Err(ToolError::not_configured("nested tool calls need a running server"));
+        };
+        if self.depth >= MAX_NESTING {
+            return Err(ToolError::bad_argument(format!(
+                "action lists nest deeper than {MAX_NESTING} levels"
+            )));
+        }
+        let child = ToolContext::new(
+            self.cancel.child_token(),
+            self.progress.clone(),
+            self.server.clone(),
+            self.depth + 1,
+        );
+        server.invoke(tool, args, child).await
+    }
+
+    /// Whether a tool of this name is served (for validating action lists before running them).
+    pub fn has_tool(&self, tool: &str) -> bool {
+        self.server.upgrade().is_some_and(|s| s.registry().get(tool).is_some())
+    }
+}
+
+/// Runs blocking work (file I/O, parsing) on the blocking pool; a panic becomes `tool_failed`.
+pub async fn blocking<T, F>(work: F) -> Result<T, ToolError>
+where
+    F: FnOnce() -> Result<T, ToolError> + Send + 'static,
+    T: Send + 'static,
+{
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => Err(ToolError::tool_failed(format!(
+            "the tool panicked: {}",
+            panic_message(e.into_panic())
+        ))),
+        Err(e) => Err(ToolError::tool_failed(format!("the tool's task was lost: {e}"))),
+    }
+}
+
+pub(crate) fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".to_string()
+    }
+}

@@ -1,0 +1,35 @@
+//! maljan-server: the framework maljan's MCP tool servers are written in.
+//!
+//! It owns the tool registry (a typed Rust function per tool, its JSON Schema derived from the
+//! argument struct), the error shape that names a remedy, path confinement under `--root`, the
+//! capability manifest, the put_sample staging store, and serving a registry over stdio or
+//! streamable HTTP. The official SDK (rmcp) is used only inside `protocol`, `stdio` and `http`.
+//!
+//! It must not depend on the client runtime or on any concrete server (files, analysis).
+//!
+//! ```no_run
+//! use maljan_server::{Registry, ToolMeta, ToolError, ToolServer};
+//! # #[derive(serde::Deserialize, schemars::JsonSchema)] struct Args { name: String }
+//! # async fn run() -> anyhow::Result<()> {
+//! let mut registry = Registry::new();
+//! registry.add(ToolMeta::new("hello", "Greets"), |_ctx, a: Args| async move {
+//!     Ok::<_, ToolError>(format!("hello {}", a.name))
+//! });
+//! let server = ToolServer::new("demo", "0.1.0", registry);
+//! maljan_server::serve_stdio(server, Default::default()).await?;
+//! # Ok(()) }
+//! ```
+
+pub mod context;
+pub mod errors;
+pub mod manifest;
+pub mod registry;
+pub mod roots;
+pub mod server;
+
+pub use context::{ProgressSink, ToolContext, blocking};
+pub use errors::{ErrorCode, ToolError};
+pub use manifest::{Manifest, ManifestTool, Probe, Unavailable};
+pub use registry::{Registry, RegisteredTool, ToolMeta, parse_arguments};
+pub use roots::Roots;
+pub use server::{CAPABILITIES_TOOL, CallOutcome, ToolServer};

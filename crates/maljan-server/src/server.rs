@@ -1,0 +1,182 @@
+//! A tool server independent of any transport: the served registry, its manifest, and the one
+//! place a call runs — argument validation, the tool's timeout, cancellation, panic containment.
+
+use std::{sync::Arc, time::Duration};
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    context::{ProgressSink, ToolContext, panic_message},
+    errors::ToolError,
+    manifest::{Manifest, ManifestTool},
+    registry::{Registry, ToolMeta},
+};
+
+/// The name of the manifest tool every maljan server answers.
+pub const CAPABILITIES_TOOL: &str = "capabilities";
+
+/// The outcome of one call, as the protocol layer will send it.
+#[derive(Debug, Clone)]
+pub struct CallOutcome {
+    pub value: Value,
+    pub is_error: bool,
+}
+
+/// A built server: name, version, tools and the manifest probed at start-up.
+pub struct ToolServer {
+    name: String,
+    version: String,
+    instructions: Option<String>,
+    registry: Registry,
+    manifest: Manifest,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct NoArguments {}
+
+impl ToolServer {
+    /// Builds a server from a registry. The `capabilities` tool is added here, and every tool's
+    /// optional dependency is probed now, once.
+    pub fn new(name: impl Into<String>, version: impl Into<String>, registry: Registry) -> Arc<Self> {
+        let name = name.into();
+        let version = version.into();
+        let manifest = Manifest {
+            server: name.clone(),
+            version: version.clone(),
+            tools: registry.tools().iter().filter(|t| !t.meta.hidden).map(|t| probe(&t.meta)).collect(),
+        };
+        let mut registry = registry;
+        let published = manifest.clone();
+        registry.add(
+            ToolMeta::new(
+                CAPABILITIES_TOOL,
+                "What this server can do on this host: each tool, whether it is available, why not, \
+                 how to fix it, and its timeout in seconds.",
+            )
+            .title("Capability manifest"),
+            move |_ctx, _args: NoArguments| {
+                let manifest = published.clone();
+                async move { Ok::<_, ToolError>(manifest) }
+            },
+        );
+        Arc::new(Self { name, version, instructions: None, registry, manifest })
+    }
+
+    pub fn with_instructions(self: Arc<Self>, instructions: impl Into<String>) -> Arc<Self> {
+        let mut this = Arc::try_unwrap(self).unwrap_or_else(|_| panic!("with_instructions on a shared server"));
+        this.instructions = Some(instructions.into());
+        Arc::new(this)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+    pub fn instructions(&self) -> Option<&str> {
+        self.instructions.as_deref()
+    }
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// Tools a client sees in tools/list (hidden staging primitives excluded).
+    pub fn listed_tools(&self) -> impl Iterator<Item = &crate::registry::RegisteredTool> {
+        self.registry.tools().iter().filter(|t| !t.meta.hidden)
+    }
+
+    /// Runs one call to completion. Never panics and never returns a protocol error for a tool's
+    /// own trouble: unknown tools are the caller's to report (see `call`).
+    pub async fn call(
+        self: &Arc<Self>,
+        tool: &str,
+        args: Map<String, Value>,
+        cancel: CancellationToken,
+        progress: Option<Arc<dyn ProgressSink>>,
+    ) -> Option<CallOutcome> {
+        self.registry.get(tool)?;
+        let ctx = ToolContext::new(cancel, progress, Arc::downgrade(self), 0);
+        Some(match self.invoke(tool, args, ctx).await {
+            Ok(value) => CallOutcome { value, is_error: false },
+            Err(err) => CallOutcome { value: err.to_json(tool), is_error: true },
+        })
+    }
+
+    pub(crate) async fn invoke(
+        self: &Arc<Self>,
+        tool: &str,
+        args: Map<String, Value>,
+        ctx: ToolContext,
+    ) -> Result<Value, ToolError> {
+        let Some(registered) = self.registry.get(tool) else {
+            return Err(ToolError::bad_argument(format!("unknown tool '{tool}'")));
+        };
+        if let Some(entry) = self.manifest.tool(tool).filter(|t| !t.available) {
+            return Err(ToolError::missing_dependency(
+                entry.reason.clone().unwrap_or_else(|| format!("{tool} is unavailable on this host")),
+            )
+            .with_remediation(entry.remediation.clone().unwrap_or_default()));
+        }
+        let cancel = ctx.cancellation().clone();
+        let timeout = registered.meta.timeout;
+        // The tool runs in its own task so that a panic is contained and cancellation or the
+        // timeout can stop waiting for it at once.
+        let mut task = tokio::spawn((registered.handler)(ctx, args));
+        let guard = cancel.clone().drop_guard();
+        let result = tokio::select! {
+            joined = &mut task => match joined {
+                Ok(result) => result,
+                Err(e) if e.is_panic() => Err(ToolError::tool_failed(format!(
+                    "the tool panicked: {}", panic_message(e.into_panic())))),
+                Err(e) => Err(ToolError::tool_failed(format!("the tool's task was lost: {e}"))),
+            },
+            _ = cancel.cancelled() => {
+                task.abort();
+                Err(ToolError::tool_failed("the call was cancelled").with_remediation("none needed: the caller cancelled it"))
+            }
+            _ = sleep_or_forever(timeout) => {
+                task.abort();
+                Err(ToolError::timeout(format!(
+                    "{tool} did not finish within its timeout of {} s",
+                    timeout.map(|t| t.as_secs_f64()).unwrap_or_default()
+                )))
+            }
+        };
+        // Dropping the guard cancels the token, telling blocking work that held a clone to stop.
+        drop(guard);
+        result
+    }
+}
+
+async fn sleep_or_forever(timeout: Option<Duration>) {
+    match timeout {
+        Some(t) => tokio::time::sleep(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn probe(meta: &ToolMeta) -> ManifestTool {
+    let found = meta.probe.as_ref().map(|p| (p.dependency.clone(), p.run()));
+    let (optional_dependency, missing) = match found {
+        Some((dep, Err(missing))) => (Some(dep), Some(missing)),
+        Some((dep, Ok(()))) => (Some(dep), None),
+        None => (None, None),
+    };
+    ManifestTool {
+        name: meta.name.clone(),
+        optional_dependency,
+        available: missing.is_none(),
+        reason: missing.as_ref().map(|m| m.reason.clone()),
+        timeout_s: meta.timeout.map(|t| t.as_secs_f64()),
+        remediation: missing.as_ref().map(|m| m.remediation.clone()),
+        without: missing.and_then(|m| m.without),
+    }
+}

@@ -1,0 +1,71 @@
+//! The `maljan` command: argument parsing, wiring and printing only. Everything a library user
+//! could want lives in the crates (maljan-server, maljan-files, maljan-analysis, maljan-client).
+
+mod client_cmds;
+mod serve;
+
+use clap::{Parser, Subcommand};
+
+/// MCP tool servers that are fast, typed and safe, and a client runtime you can trust with many.
+#[derive(Parser)]
+#[command(name = "maljan", version, about, long_about = None, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve a built-in tool server over stdio (default) or streamable HTTP (--http ADDR).
+    Serve(serve::ServeArgs),
+    /// Print a built-in server's tool descriptors exactly as tools/list gives them, as JSON.
+    Tools(serve::ToolsArgs),
+    /// Manage and test the configured MCP servers.
+    #[command(subcommand)]
+    Servers(client_cmds::ServersCommand),
+    /// Call one tool on a configured server (recorded in the ledger).
+    Call(client_cmds::CallArgs),
+    /// Show the ledger of recorded tool calls.
+    Ledger(client_cmds::LedgerArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build();
+    let runtime = match runtime {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("maljan: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Serve(args) => serve::serve(args).await,
+            Command::Tools(args) => serve::tools(args),
+            Command::Servers(cmd) => client_cmds::servers(cmd).await,
+            Command::Call(args) => client_cmds::call(args).await,
+            Command::Ledger(args) => client_cmds::ledger(args).await,
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("maljan: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Logs go to stderr only: on stdio, stdout carries nothing but protocol messages.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MALJAN_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .compact()
+        .try_init();
+}

