@@ -32,7 +32,12 @@ impl ToolContext {
         server: Weak<ToolServer>,
         depth: u32,
     ) -> Self {
-        Self { cancel, progress, server, depth }
+        Self {
+            cancel,
+            progress,
+            server,
+            depth,
+        }
     }
 
     /// A context for calling a tool outside any protocol (tests, benches, the CLI).
@@ -65,7 +70,9 @@ impl ToolContext {
     /// `--read-only` or `--allowed-actions` cannot be reached this way either.
     pub async fn invoke(&self, tool: &str, args: Map<String, Value>) -> Result<Value, ToolError> {
         let Some(server) = self.server.upgrade() else {
-            return Err(ToolError::not_configured("nested tool calls need a running server"));
+            return Err(ToolError::not_configured(
+                "nested tool calls need a running server",
+            ));
         };
         if self.depth >= MAX_NESTING {
             return Err(ToolError::bad_argument(format!(
@@ -83,7 +90,9 @@ impl ToolContext {
 
     /// Whether a tool of this name is served (for validating action lists before running them).
     pub fn has_tool(&self, tool: &str) -> bool {
-        self.server.upgrade().is_some_and(|s| s.registry().get(tool).is_some())
+        self.server
+            .upgrade()
+            .is_some_and(|s| s.registry().get(tool).is_some())
     }
 }
 
@@ -99,7 +108,9 @@ where
             "the tool panicked: {}",
             panic_message(e.into_panic())
         ))),
-        Err(e) => Err(ToolError::tool_failed(format!("the tool's task was lost: {e}"))),
+        Err(e) => Err(ToolError::tool_failed(format!(
+            "the tool's task was lost: {e}"
+        ))),
     }
 }
 

@@ -72,7 +72,9 @@ impl ErrorCode {
             Self::UnsupportedFormat => {
                 "this tool does not read this kind of file; identify_file tells what the file is"
             }
-            Self::NotConfigured => "set the configuration the message names, then restart the server",
+            Self::NotConfigured => {
+                "set the configuration the message names, then restart the server"
+            }
             Self::PathOutsideRoots => {
                 "use a path inside one of the server's --root directories, or start the server with another --root"
             }
@@ -103,7 +105,11 @@ pub struct ToolError {
 impl ToolError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         let remediation = code.default_remediation().to_string();
-        Self { code, message: message.into(), remediation }
+        Self {
+            code,
+            message: message.into(),
+            remediation,
+        }
     }
 
     pub fn with_remediation(mut self, remediation: impl Into<String>) -> Self {

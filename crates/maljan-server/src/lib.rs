@@ -22,14 +22,23 @@
 
 pub mod context;
 pub mod errors;
+pub mod http;
 pub mod manifest;
+pub mod protocol;
 pub mod registry;
 pub mod roots;
 pub mod server;
+pub mod stdio;
 
 pub use context::{ProgressSink, ToolContext, blocking};
 pub use errors::{ErrorCode, ToolError};
+pub use http::{HttpOptions, serve_http};
 pub use manifest::{Manifest, ManifestTool, Probe, Unavailable};
-pub use registry::{Registry, RegisteredTool, ToolMeta, parse_arguments};
+pub use protocol::{McpHandler, tool_descriptors};
+pub use registry::{RegisteredTool, Registry, ToolMeta, parse_arguments};
 pub use roots::Roots;
 pub use server::{CAPABILITIES_TOOL, CallOutcome, ToolServer};
+pub use stdio::{StdioOptions, serve_io, serve_stdio};
+
+/// The rmcp version maljan is built and tested against, pinned exactly in the workspace.
+pub use rmcp;

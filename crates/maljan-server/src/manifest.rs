@@ -25,7 +25,9 @@ pub struct Probe {
 
 impl std::fmt::Debug for Probe {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Probe").field("dependency", &self.dependency).finish()
+        f.debug_struct("Probe")
+            .field("dependency", &self.dependency)
+            .finish()
     }
 }
 
@@ -34,7 +36,10 @@ impl Probe {
         dependency: impl Into<String>,
         check: impl Fn() -> Result<(), Unavailable> + Send + Sync + 'static,
     ) -> Self {
-        Self { dependency: dependency.into(), check: Arc::new(check) }
+        Self {
+            dependency: dependency.into(),
+            check: Arc::new(check),
+        }
     }
 
     /// An executable that must be on PATH.
@@ -72,11 +77,13 @@ impl Probe {
 pub fn find_on_path(name: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|candidate| {
-        std::fs::metadata(candidate)
-            .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-            .unwrap_or(false)
-    })
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| {
+            std::fs::metadata(candidate)
+                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+                .unwrap_or(false)
+        })
 }
 
 /// The manifest's JSON shape, shared by servers (which write it) and the client (which reads it).

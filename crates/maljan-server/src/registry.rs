@@ -97,7 +97,9 @@ pub struct RegisteredTool {
 
 impl std::fmt::Debug for RegisteredTool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RegisteredTool").field("name", &self.meta.name).finish()
+        f.debug_struct("RegisteredTool")
+            .field("name", &self.meta.name)
+            .finish()
     }
 }
 
@@ -125,15 +127,20 @@ impl Registry {
         F: Fn(ToolContext, A) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<O, ToolError>> + Send + 'static,
     {
-        assert!(self.get(&meta.name).is_none(), "tool {} registered twice", meta.name);
+        assert!(
+            self.get(&meta.name).is_none(),
+            "tool {} registered twice",
+            meta.name
+        );
         let handler = Arc::new(handler);
         let erased: Handler = Arc::new(move |ctx, args| {
             let handler = handler.clone();
             Box::pin(async move {
                 let args: A = parse_arguments(args)?;
                 let out = handler(ctx, args).await?;
-                serde_json::to_value(out)
-                    .map_err(|e| ToolError::tool_failed(format!("the result could not be encoded: {e}")))
+                serde_json::to_value(out).map_err(|e| {
+                    ToolError::tool_failed(format!("the result could not be encoded: {e}"))
+                })
             })
         });
         self.tools.push(RegisteredTool {
@@ -148,7 +155,11 @@ impl Registry {
     /// Adds every tool of another registry.
     pub fn extend(&mut self, other: Registry) -> &mut Self {
         for tool in other.tools {
-            assert!(self.get(&tool.meta.name).is_none(), "tool {} registered twice", tool.meta.name);
+            assert!(
+                self.get(&tool.meta.name).is_none(),
+                "tool {} registered twice",
+                tool.meta.name
+            );
             self.tools.push(tool);
         }
         self
@@ -211,7 +222,8 @@ fn input_schema_for<A: JsonSchema>() -> Map<String, Value> {
     map.remove("$schema");
     map.remove("title");
     // MCP requires an object schema even for a tool without arguments.
-    map.entry("type").or_insert_with(|| Value::String("object".into()));
+    map.entry("type")
+        .or_insert_with(|| Value::String("object".into()));
     if !map.contains_key("properties") {
         map.insert("properties".into(), Value::Object(Map::new()));
     }
@@ -263,7 +275,9 @@ mod tests {
     fn registry() -> Registry {
         let mut r = Registry::new();
         r.add(ToolMeta::new("t", "test"), |_ctx, a: Args| async move {
-            Ok::<_, ToolError>(Out { ok: !a.path.is_empty() && a.chunk_size > 0 && a.mode.is_none() })
+            Ok::<_, ToolError>(Out {
+                ok: !a.path.is_empty() && a.chunk_size > 0 && a.mode.is_none(),
+            })
         });
         r
     }

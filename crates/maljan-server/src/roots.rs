@@ -29,7 +29,10 @@ impl Roots {
             roots.push(canonical);
         }
         if roots.is_empty() {
-            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "no root given"));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "no root given",
+            ));
         }
         Ok(Self { roots })
     }
@@ -42,7 +45,9 @@ impl Roots {
     pub fn existing(&self, path: &str) -> Result<PathBuf, ToolError> {
         let resolved = self.resolve(path)?;
         if std::fs::symlink_metadata(&resolved).is_err() {
-            return Err(ToolError::no_such_file(format!("no such file or directory: {path}")));
+            return Err(ToolError::no_such_file(format!(
+                "no such file or directory: {path}"
+            )));
         }
         Ok(resolved)
     }
@@ -58,10 +63,12 @@ impl Roots {
             return Err(ToolError::bad_argument("the path contains a NUL byte"));
         }
         let given = Path::new(path);
-        let absolute =
-            if given.is_absolute() { given.to_path_buf() } else { self.roots[0].join(given) };
-        let resolved = resolve_physically(&absolute)
-            .map_err(|e| ToolError::io(path, e))?;
+        let absolute = if given.is_absolute() {
+            given.to_path_buf()
+        } else {
+            self.roots[0].join(given)
+        };
+        let resolved = resolve_physically(&absolute).map_err(|e| ToolError::io(path, e))?;
         if self.roots.iter().any(|root| resolved.starts_with(root)) {
             Ok(resolved)
         } else {
@@ -126,10 +133,24 @@ mod tests {
         std::fs::write(dir.path().join("a.txt"), b"x").unwrap();
         let roots = Roots::new([dir.path()]).unwrap();
         assert!(roots.existing("a.txt").is_ok());
-        assert_eq!(roots.resolve("../x").unwrap_err().code, ErrorCode::PathOutsideRoots);
-        assert_eq!(roots.resolve("/etc/passwd").unwrap_err().code, ErrorCode::PathOutsideRoots);
-        assert_eq!(roots.existing("missing").unwrap_err().code, ErrorCode::NoSuchFile);
-        assert!(roots.resolve("new/dir/../file").unwrap().ends_with("new/file"));
+        assert_eq!(
+            roots.resolve("../x").unwrap_err().code,
+            ErrorCode::PathOutsideRoots
+        );
+        assert_eq!(
+            roots.resolve("/etc/passwd").unwrap_err().code,
+            ErrorCode::PathOutsideRoots
+        );
+        assert_eq!(
+            roots.existing("missing").unwrap_err().code,
+            ErrorCode::NoSuchFile
+        );
+        assert!(
+            roots
+                .resolve("new/dir/../file")
+                .unwrap()
+                .ends_with("new/file")
+        );
     }
 
     #[test]
@@ -138,7 +159,13 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
         let roots = Roots::new([dir.path()]).unwrap();
-        assert_eq!(roots.resolve("link/x").unwrap_err().code, ErrorCode::PathOutsideRoots);
-        assert_eq!(roots.resolve("link").unwrap_err().code, ErrorCode::PathOutsideRoots);
+        assert_eq!(
+            roots.resolve("link/x").unwrap_err().code,
+            ErrorCode::PathOutsideRoots
+        );
+        assert_eq!(
+            roots.resolve("link").unwrap_err().code,
+            ErrorCode::PathOutsideRoots
+        );
     }
 }

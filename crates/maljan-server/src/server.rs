@@ -41,13 +41,22 @@ struct NoArguments {}
 impl ToolServer {
     /// Builds a server from a registry. The `capabilities` tool is added here, and every tool's
     /// optional dependency is probed now, once.
-    pub fn new(name: impl Into<String>, version: impl Into<String>, registry: Registry) -> Arc<Self> {
+    pub fn new(
+        name: impl Into<String>,
+        version: impl Into<String>,
+        registry: Registry,
+    ) -> Arc<Self> {
         let name = name.into();
         let version = version.into();
         let manifest = Manifest {
             server: name.clone(),
             version: version.clone(),
-            tools: registry.tools().iter().filter(|t| !t.meta.hidden).map(|t| probe(&t.meta)).collect(),
+            tools: registry
+                .tools()
+                .iter()
+                .filter(|t| !t.meta.hidden)
+                .map(|t| probe(&t.meta))
+                .collect(),
         };
         let mut registry = registry;
         let published = manifest.clone();
@@ -63,11 +72,18 @@ impl ToolServer {
                 async move { Ok::<_, ToolError>(manifest) }
             },
         );
-        Arc::new(Self { name, version, instructions: None, registry, manifest })
+        Arc::new(Self {
+            name,
+            version,
+            instructions: None,
+            registry,
+            manifest,
+        })
     }
 
     pub fn with_instructions(self: Arc<Self>, instructions: impl Into<String>) -> Arc<Self> {
-        let mut this = Arc::try_unwrap(self).unwrap_or_else(|_| panic!("with_instructions on a shared server"));
+        let mut this = Arc::try_unwrap(self)
+            .unwrap_or_else(|_| panic!("with_instructions on a shared server"));
         this.instructions = Some(instructions.into());
         Arc::new(this)
     }
@@ -105,8 +121,14 @@ impl ToolServer {
         self.registry.get(tool)?;
         let ctx = ToolContext::new(cancel, progress, Arc::downgrade(self), 0);
         Some(match self.invoke(tool, args, ctx).await {
-            Ok(value) => CallOutcome { value, is_error: false },
-            Err(err) => CallOutcome { value: err.to_json(tool), is_error: true },
+            Ok(value) => CallOutcome {
+                value,
+                is_error: false,
+            },
+            Err(err) => CallOutcome {
+                value: err.to_json(tool),
+                is_error: true,
+            },
         })
     }
 
@@ -121,7 +143,10 @@ impl ToolServer {
         };
         if let Some(entry) = self.manifest.tool(tool).filter(|t| !t.available) {
             return Err(ToolError::missing_dependency(
-                entry.reason.clone().unwrap_or_else(|| format!("{tool} is unavailable on this host")),
+                entry
+                    .reason
+                    .clone()
+                    .unwrap_or_else(|| format!("{tool} is unavailable on this host")),
             )
             .with_remediation(entry.remediation.clone().unwrap_or_default()));
         }

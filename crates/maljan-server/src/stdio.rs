@@ -1,0 +1,343 @@
+//! Newline-delimited JSON-RPC on stdin/stdout, as an rmcp transport that keeps serving through
+//! bad input. rmcp's own codec answers a malformed line with nothing and drops long lines silently;
+//! JSON-RPC says a parse error gets `-32700` with `"id": null`, and a client deserves to hear why
+//! its message was refused. So framing and first-stage decoding live here; every message that
+//! decodes goes to rmcp unchanged.
+
+use std::{borrow::Cow, sync::Arc};
+
+use rmcp::{
+    RoleServer,
+    service::{RxJsonRpcMessage, TxJsonRpcMessage},
+    transport::Transport,
+};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+
+use crate::{protocol::McpHandler, server::ToolServer};
+
+/// Options for serving on stdio.
+#[derive(Debug, Clone)]
+pub struct StdioOptions {
+    /// The longest message accepted, in bytes (one line). Longer lines are answered with an error
+    /// and skipped.
+    pub max_line_bytes: usize,
+}
+
+impl Default for StdioOptions {
+    fn default() -> Self {
+        Self {
+            max_line_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// Serves `server` on this process's stdin/stdout until stdin closes.
+pub async fn serve_stdio(server: Arc<ToolServer>, options: StdioOptions) -> anyhow::Result<()> {
+    let (reader, writer) = rmcp::transport::stdio_pipes();
+    serve_io(server, reader, writer, options).await
+}
+
+/// Serves `server` on any byte stream pair (stdio, a pipe, a socket; tests use duplex streams).
+pub async fn serve_io<R, W>(
+    server: Arc<ToolServer>,
+    reader: R,
+    writer: W,
+    options: StdioOptions,
+) -> anyhow::Result<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    tracing::info!(
+        server = server.name(),
+        tools = server.listed_tools().count(),
+        "serving on stdio"
+    );
+    let transport = LineTransport::new(reader, writer, options.max_line_bytes);
+    match rmcp::serve_server(McpHandler::new(server), transport).await {
+        Ok(running) => {
+            running.waiting().await?;
+        }
+        // The client went away before finishing the handshake: a normal end, not a failure.
+        Err(e) => tracing::info!("session ended before initialization: {e}"),
+    }
+    Ok(())
+}
+
+struct LineTransport<R, W> {
+    lines: LineReader<R>,
+    writer: Arc<tokio::sync::Mutex<W>>,
+    /// rmcp ends a session whose first message is not a request; until a request has been
+    /// passed on, stray notifications and responses are dropped here (they need no answer).
+    request_seen: bool,
+}
+
+impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> LineTransport<R, W> {
+    fn new(reader: R, writer: W, max_line_bytes: usize) -> Self {
+        Self {
+            lines: LineReader::new(reader, max_line_bytes),
+            writer: Arc::new(tokio::sync::Mutex::new(writer)),
+            request_seen: false,
+        }
+    }
+
+    /// Writes an error reply rmcp never saw. `&mut self` keeps the future `Send` (the reader
+    /// half need not be `Sync`).
+    async fn write_raw(&mut self, value: Value) {
+        let mut line = value.to_string().into_bytes();
+        line.push(b'\n');
+        let mut w = self.writer.lock().await;
+        if w.write_all(&line).await.is_ok() {
+            let _ = w.flush().await;
+        }
+    }
+}
+
+impl<R, W> Transport<RoleServer> for LineTransport<R, W>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    type Error = std::io::Error;
+
+    fn name() -> Cow<'static, str> {
+        "maljan-stdio".into()
+    }
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let writer = self.writer.clone();
+        async move {
+            let mut line = serde_json::to_vec(&item).map_err(std::io::Error::other)?;
+            line.push(b'\n');
+            let mut w = writer.lock().await;
+            w.write_all(&line).await?;
+            w.flush().await
+        }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            let line = match self.lines.next().await {
+                Ok(Line::Message(line)) => line,
+                Ok(Line::TooLong(len)) => {
+                    tracing::warn!(bytes = len, "refused a message over the size limit");
+                    let max = self.lines.max;
+                    self.write_raw(error_response(
+                        Value::Null,
+                        -32600,
+                        &format!("message of {len} bytes exceeds the limit of {max} bytes"),
+                    ))
+                    .await;
+                    continue;
+                }
+                Ok(Line::Eof) => return None,
+                Err(e) => {
+                    tracing::warn!("stdin failed: {e}");
+                    return None;
+                }
+            };
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            match decode(&line) {
+                Decoded::Message(message) => {
+                    let is_request = matches!(message, RxJsonRpcMessage::<RoleServer>::Request(_));
+                    if !is_request && !self.request_seen {
+                        continue;
+                    }
+                    self.request_seen |= is_request;
+                    return Some(message);
+                }
+                Decoded::Reply(reply) => self.write_raw(reply).await,
+                Decoded::Ignore => {}
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.writer.lock().await.flush().await
+    }
+}
+
+enum Decoded {
+    Message(RxJsonRpcMessage<RoleServer>),
+    /// The line cannot be served; this error response says why.
+    Reply(Value),
+    /// A notification or response rmcp cannot read: JSON-RPC answers neither.
+    Ignore,
+}
+
+fn error_response(id: Value, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+fn decode(line: &[u8]) -> Decoded {
+    if let Ok(message) = serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line) {
+        return Decoded::Message(message);
+    }
+    // Work out why, to answer as JSON-RPC says.
+    let Ok(text) = std::str::from_utf8(line) else {
+        return Decoded::Reply(error_response(
+            Value::Null,
+            -32700,
+            "parse error: the message is not valid UTF-8",
+        ));
+    };
+    let value: Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => {
+            return Decoded::Reply(error_response(
+                Value::Null,
+                -32700,
+                &format!("parse error: {e}"),
+            ));
+        }
+    };
+    let Value::Object(object) = value else {
+        let what = if value.is_array() {
+            "batches are not supported"
+        } else {
+            "a message must be a JSON object"
+        };
+        return Decoded::Reply(error_response(
+            Value::Null,
+            -32600,
+            &format!("invalid request: {what}"),
+        ));
+    };
+    let id = object
+        .get("id")
+        .filter(|id| id.is_string() || id.is_number())
+        .cloned();
+    match (id, object.get("method").and_then(Value::as_str)) {
+        (None, Some(_)) => Decoded::Ignore,
+        (Some(id), Some(method)) => {
+            let error = match serde_json::from_value::<RxJsonRpcMessage<RoleServer>>(Value::Object(
+                object.clone(),
+            )) {
+                Err(e) => e.to_string(),
+                Ok(_) => "unreadable request".to_string(),
+            };
+            if object.get("jsonrpc") != Some(&Value::String("2.0".into())) {
+                return Decoded::Reply(error_response(
+                    id,
+                    -32600,
+                    "invalid request: jsonrpc must be \"2.0\"",
+                ));
+            }
+            Decoded::Reply(error_response(
+                id,
+                -32602,
+                &format!("invalid params for {method}: {error}"),
+            ))
+        }
+        (Some(_), None) if object.contains_key("result") || object.contains_key("error") => {
+            Decoded::Ignore
+        }
+        (id, None) => Decoded::Reply(error_response(
+            id.unwrap_or(Value::Null),
+            -32600,
+            "invalid request: no method",
+        )),
+    }
+}
+
+enum Line {
+    Message(Vec<u8>),
+    TooLong(usize),
+    Eof,
+}
+
+/// Reads lines without ever holding more than `max` bytes of one: an over-long line is skipped
+/// to its newline and reported with its length.
+struct LineReader<R> {
+    inner: BufReader<R>,
+    max: usize,
+}
+
+impl<R: AsyncRead + Unpin> LineReader<R> {
+    fn new(reader: R, max: usize) -> Self {
+        Self {
+            inner: BufReader::with_capacity(256 * 1024, reader),
+            max,
+        }
+    }
+
+    async fn next(&mut self) -> std::io::Result<Line> {
+        let mut line = Vec::new();
+        let mut seen = 0usize;
+        loop {
+            let buf = self.inner.fill_buf().await?;
+            if buf.is_empty() {
+                return Ok(if seen == 0 {
+                    Line::Eof
+                } else if seen > self.max {
+                    Line::TooLong(seen)
+                } else {
+                    Line::Message(line)
+                });
+            }
+            let (chunk, found) = match memchr::memchr(b'\n', buf) {
+                Some(i) => (&buf[..i], Some(i + 1)),
+                None => (buf, None),
+            };
+            seen += chunk.len();
+            if seen <= self.max {
+                line.extend_from_slice(chunk);
+            } else if !line.is_empty() {
+                line = Vec::new();
+            }
+            let consumed = found.unwrap_or(chunk.len());
+            self.inner.consume(consumed);
+            if found.is_some() {
+                return Ok(if seen > self.max {
+                    Line::TooLong(seen)
+                } else {
+                    Line::Message(line)
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn long_lines_are_skipped_to_their_newline() {
+        let input = format!("{}\n{{}}\nlast", "x".repeat(100));
+        let mut r = LineReader::new(input.as_bytes(), 10);
+        assert!(matches!(r.next().await.unwrap(), Line::TooLong(100)));
+        assert!(matches!(r.next().await.unwrap(), Line::Message(m) if m == b"{}"));
+        assert!(matches!(r.next().await.unwrap(), Line::Message(m) if m == b"last"));
+        assert!(matches!(r.next().await.unwrap(), Line::Eof));
+    }
+
+    #[test]
+    fn decoding_answers_as_json_rpc_says() {
+        let reply = |line: &[u8]| match decode(line) {
+            Decoded::Reply(v) => v,
+            _ => panic!("expected a reply for {:?}", String::from_utf8_lossy(line)),
+        };
+        assert_eq!(reply(b"{not json")["error"]["code"], -32700);
+        assert_eq!(reply(b"{not json")["id"], Value::Null);
+        assert_eq!(reply(b"\xff\xfe")["error"]["code"], -32700);
+        assert_eq!(reply(b"[1,2]")["error"]["code"], -32600);
+        let bad = reply(br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":5}"#);
+        assert_eq!(bad["id"], 7);
+        assert_eq!(bad["error"]["code"], -32602);
+        assert!(matches!(
+            decode(br#"{"jsonrpc":"2.0","method":"notifications/whatever"}"#),
+            Decoded::Message(_) | Decoded::Ignore
+        ));
+        assert!(matches!(
+            decode(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
+            Decoded::Message(_)
+        ));
+    }
+}
