@@ -1,1 +1,50 @@
-//! placeholder
+//! maljan-files: the `FA_*` file-automation actions of maljan's files server, with the names,
+//! parameter names and defaults of the Python package automation-file, typed and confined.
+//!
+//! It owns the actions themselves (local files and directories, archives, checksums and integrity,
+//! search, the guarded HTTP download, text, structured data, crypto, conditional dispatch and the
+//! action-list executors) and the per-server state some of them keep (integrity watches). Every
+//! path argument goes through the server's [`Roots`](maljan_server::Roots).
+//!
+//! It builds on maljan-server only. It must not depend on the client runtime (maljan-client), on
+//! rmcp or on any transport: serving is the framework's job.
+
+use std::sync::Arc;
+
+use maljan_server::{Registry, Roots};
+
+mod hashing;
+mod integrity;
+mod local;
+mod paths;
+mod search;
+
+/// How the lead's binary configures the files server.
+#[derive(Debug, Clone)]
+pub struct FilesConfig {
+    /// The directories every path argument must resolve under.
+    pub roots: Roots,
+    /// Lets FA_download_file reach loopback addresses (127.0.0.0/8, ::1). Off by default: it exists
+    /// so tests can serve files from a local HTTP server. Every other SSRF refusal stays in force.
+    pub allow_loopback_downloads: bool,
+}
+
+/// What every action of this crate shares: the configuration and the server's own state.
+pub(crate) struct Config {
+    pub(crate) roots: Roots,
+    #[allow(dead_code)] // read by the download actions
+    pub(crate) allow_loopback_downloads: bool,
+}
+
+/// Every `FA_*` action, ready to serve (or to narrow with `Registry::retain`).
+pub fn registry(config: FilesConfig) -> Registry {
+    let cfg = Arc::new(Config {
+        roots: config.roots,
+        allow_loopback_downloads: config.allow_loopback_downloads,
+    });
+    let mut reg = Registry::new();
+    local::register(&mut reg, &cfg);
+    search::register(&mut reg, &cfg);
+    integrity::register(&mut reg, &cfg);
+    reg
+}

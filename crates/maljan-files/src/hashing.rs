@@ -1,0 +1,190 @@
+//! The digest algorithms automation-file accepts (hashlib names) and streaming file hashing.
+
+use std::{fs::File, io::Read, path::Path};
+
+use digest::DynDigest;
+use maljan_server::{ToolContext, ToolError};
+
+/// hashlib's names for the algorithms served here; `shake_*` needs a length and is left out.
+pub(crate) const SUPPORTED: &[&str] = &[
+    "md5", "sha1", "sha224", "sha256", "sha384", "sha512", "sha3_224", "sha3_256", "sha3_384",
+    "sha3_512", "blake2b", "blake2s",
+];
+
+/// The largest read size accepted: beyond this a bigger buffer only costs memory.
+pub(crate) const MAX_CHUNK: u64 = 256 * 1024 * 1024;
+
+/// Hashing reports progress every this many bytes.
+const PROGRESS_STEP: u64 = 256 * 1024 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Algorithm(&'static str);
+
+impl Algorithm {
+    /// Reads an algorithm name as hashlib would (case-insensitive; `sha-256` and `SHA256` too).
+    pub(crate) fn parse(name: &str) -> Result<Self, ToolError> {
+        let wanted = name.trim().to_ascii_lowercase().replace('-', "_");
+        let squashed = wanted.replace('_', "");
+        SUPPORTED
+            .iter()
+            .find(|s| **s == wanted || s.replace('_', "") == squashed)
+            .map(|s| Algorithm(s))
+            .ok_or_else(|| {
+                ToolError::bad_argument(format!(
+                    "unknown hash algorithm '{name}'; supported: {}",
+                    SUPPORTED.join(", ")
+                ))
+            })
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        self.0
+    }
+
+    pub(crate) fn hasher(self) -> Box<dyn DynDigest + Send> {
+        match self.0 {
+            "md5" => Box::new(md5::Md5::default()),
+            "sha1" => Box::new(sha1::Sha1::default()),
+            "sha224" => Box::new(sha2::Sha224::default()),
+            "sha256" => Box::new(sha2::Sha256::default()),
+            "sha384" => Box::new(sha2::Sha384::default()),
+            "sha512" => Box::new(sha2::Sha512::default()),
+            "sha3_224" => Box::new(sha3::Sha3_224::default()),
+            "sha3_256" => Box::new(sha3::Sha3_256::default()),
+            "sha3_384" => Box::new(sha3::Sha3_384::default()),
+            "sha3_512" => Box::new(sha3::Sha3_512::default()),
+            "blake2b" => Box::new(blake2::Blake2b512::default()),
+            "blake2s" => Box::new(blake2::Blake2s256::default()),
+            other => unreachable!("algorithm {other} is in SUPPORTED but has no hasher"),
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn hex_of(self, bytes: &[u8]) -> String {
+        let mut h = self.hasher();
+        h.update(bytes);
+        hex::encode(h.finalize())
+    }
+}
+
+/// Checks a `chunk_size` argument: 0, negative or absurd sizes are the caller's mistake.
+pub(crate) fn chunk_size(value: i64) -> Result<usize, ToolError> {
+    if value <= 0 {
+        return Err(ToolError::bad_argument(format!(
+            "chunk_size must be a positive number of bytes, not {value}"
+        )));
+    }
+    if value as u64 > MAX_CHUNK {
+        return Err(ToolError::bad_argument(format!(
+            "chunk_size {value} is larger than the {MAX_CHUNK}-byte maximum"
+        )));
+    }
+    Ok(value as usize)
+}
+
+/// Hashes a file in `chunk`-byte reads. Returns the hex digest and the number of bytes read.
+/// With a context, cancellation is polled between reads and progress is reported on big files.
+pub(crate) fn hash_file(
+    path: &Path,
+    given: &str,
+    algorithm: Algorithm,
+    chunk: usize,
+    ctx: Option<&ToolContext>,
+) -> Result<(String, u64), ToolError> {
+    let mut file = File::open(path).map_err(|e| ToolError::io(given, e))?;
+    let mut hasher = algorithm.hasher();
+    let mut buf = vec![0u8; chunk];
+    let mut total = 0u64;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut next_report = PROGRESS_STEP;
+    loop {
+        if let Some(ctx) = ctx {
+            if ctx.is_cancelled() {
+                return Err(ToolError::tool_failed("the call was cancelled"));
+            }
+            if total >= next_report {
+                ctx.progress(total as f64, Some(size.max(total) as f64), None);
+                next_report = total + PROGRESS_STEP;
+            }
+        }
+        let n = match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(ToolError::io(given, e)),
+        };
+        hasher.update(&buf[..n]);
+        total += n as u64;
+    }
+    Ok((hex::encode(hasher.finalize()), total))
+}
+
+/// Compares two hex digests case-insensitively in time independent of where they differ.
+pub(crate) fn digests_match(actual: &str, expected: &str) -> bool {
+    let a = actual.trim().to_ascii_lowercase();
+    let b = expected.trim().to_ascii_lowercase();
+    if a.len() != b.len() {
+        return false;
+    }
+    a.bytes()
+        .zip(b.bytes())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_vectors() {
+        let abc = b"abc";
+        let cases = [
+            ("md5", "900150983cd24fb0d6963f7d28e17f72"),
+            ("sha1", "a9993e364706816aba3e25717850c26c9cd0d89d"),
+            (
+                "sha256",
+                "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+            ),
+            (
+                "sha3_256",
+                "3a985da74fe225b2045c172d6bd390bd855f086e3e9d525b46bfe24511431532",
+            ),
+            (
+                "blake2s",
+                "508c5e8c327c14e2e1a72ba34eeb452f37458b209ed63a294d999b4c86675982",
+            ),
+        ];
+        for (name, want) in cases {
+            assert_eq!(Algorithm::parse(name).unwrap().hex_of(abc), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn names_are_read_as_hashlib_reads_them() {
+        assert_eq!(Algorithm::parse("SHA256").unwrap().name(), "sha256");
+        assert_eq!(Algorithm::parse("sha-512").unwrap().name(), "sha512");
+        assert_eq!(Algorithm::parse("sha3-256").unwrap().name(), "sha3_256");
+        let err = Algorithm::parse("crc32").unwrap_err();
+        assert!(
+            err.message.contains("sha256") && err.message.contains("crc32"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn chunk_size_limits() {
+        assert!(chunk_size(0).is_err());
+        assert!(chunk_size(-5).is_err());
+        assert!(chunk_size((MAX_CHUNK + 1) as i64).is_err());
+        assert_eq!(chunk_size(4096).unwrap(), 4096);
+    }
+
+    #[test]
+    fn digest_comparison() {
+        assert!(digests_match("ABCdef", "abcDEF"));
+        assert!(!digests_match("abc", "abd"));
+        assert!(!digests_match("abc", "abcd"));
+    }
+}
