@@ -1,1 +1,48 @@
-//! placeholder
+//! maljan-client: the runtime that calls MCP tool servers on a platform's behalf.
+//!
+//! It owns the configuration (`config`: a TOML file of servers and `[core.mcp.breaker]`), the
+//! transports (`transport`: stdio child processes in their own process group, streamable HTTP,
+//! legacy HTTP+SSE, and `http` with fallback), capability manifests read once per job (`manifest`),
+//! the breaker that rests a server which stops answering (`breaker`), the per-server concurrency
+//! cap, the SQLite ledger of every call (`ledger`), secrets at rest (`secrets`), handing the sample
+//! over (`staging`), and jobs (`job`): one sample and the calls made for it, each with an evidence
+//! id. A long-running process holds one [`Runtime`]; there is no global state.
+//!
+//! It must not depend on any concrete server crate (files, analysis); it uses maljan-server only
+//! for the wire types every maljan server and client share (`Manifest`, `ErrorCode`).
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use maljan_client::{Config, JobSpec, Runtime};
+//! let rt = Runtime::open(Config::load(None)?)?;
+//! let job = rt.new_job(JobSpec::labelled("example"))?;
+//! let rec = job.server("files")?.call("FA_list_dir", serde_json::json!({"dir_path": "."})).await;
+//! assert!(rec.ledger_error.is_none());
+//! rt.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+pub mod breaker;
+pub mod config;
+pub mod job;
+pub mod ledger;
+pub mod manifest;
+pub mod outcome;
+pub mod paths;
+pub mod redact;
+pub mod runtime;
+pub mod secrets;
+pub mod staging;
+pub mod time;
+pub mod transport;
+
+pub use breaker::{Breaker, RestEvent};
+pub use config::{BreakerConfig, Config, ConfigError, ServerConfig, TransportKind};
+pub use job::{CallRecord, Job, JobSpec, JobStatus, Sample, ServerHandle};
+pub use ledger::{JobRow, Ledger, LedgerEntry};
+pub use maljan_server::{ErrorCode, Manifest, ManifestTool};
+pub use manifest::{ServerView, ToolInfo};
+pub use outcome::CallError;
+pub use runtime::{Runtime, RuntimeError, ServerSlot, ServerTest};
+pub use secrets::{KeySource, Secret};
+pub use staging::Handover;

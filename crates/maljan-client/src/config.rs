@@ -1,0 +1,505 @@
+//! The runtime's configuration: a TOML file with `[servers.NAME]` entries and
+//! `[core.mcp.breaker]`.
+//!
+//! ```toml
+//! [core.mcp.breaker]
+//! failures_to_open = 3          # unanswered calls in a row before a server rests
+//! cooldown_seconds = 60         # how long it rests
+//! max_concurrent_calls = 4      # per server; 0 = uncapped
+//! call_timeout_seconds = 120    # when the manifest gives the tool no timeout_s
+//! timeout_margin_seconds = 10   # added to a manifest timeout_s
+//! connect_timeout_seconds = 30  # spawn/connect + handshake
+//!
+//! [servers.files]
+//! transport = "stdio"           # stdio | http | streamable-http | sse
+//! command = "/usr/local/bin/maljan"
+//! args = ["serve", "files", "--root", "/srv/samples"]
+//! env = { RUST_LOG = "info" }
+//! env_allow = ["MALJAN_STAGING_DIR"]
+//!
+//! [servers.remote]
+//! transport = "http"
+//! url = "https://tools.example/mcp"
+//! auth_token = "enc:v1:…"       # written by `maljan servers set-token remote`
+//! ```
+//!
+//! With no config file at all, the built-in servers (`files`, `analysis`: this binary's `serve`
+//! subcommands over stdio) are configured, so everything works on first run. Once a file exists it
+//! is the whole truth: `maljan servers add` writes the built-ins into a new file along with the new
+//! entry.
+
+use std::{
+    collections::BTreeMap,
+    fmt,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use serde::{Deserialize, Serialize};
+
+/// Parent environment variables every stdio server gets when they are set (the same base set as
+/// Maljan's Python runtime). Everything else must be named in `env_allow`.
+pub const BASE_ENV: &[&str] = &[
+    "PATH",
+    "HOME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TMPDIR",
+    "TZ",
+    "JAVA_HOME",
+    "PYTHONIOENCODING",
+    "VIRTUAL_ENV",
+    "SYSTEMROOT",
+    "TEMP",
+    "TMP",
+];
+
+/// A config error that names the file, the key and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub file: PathBuf,
+    pub key: String,
+    pub problem: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            write!(f, "config file {}: {}", self.file.display(), self.problem)
+        } else {
+            write!(f, "config file {}: {}: {}", self.file.display(), self.key, self.problem)
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum TransportKind {
+    #[default]
+    #[serde(rename = "stdio")]
+    Stdio,
+    /// Streamable HTTP, falling back to legacy HTTP+SSE when the server refuses the POST.
+    #[serde(rename = "http")]
+    Http,
+    #[serde(rename = "streamable-http")]
+    StreamableHttp,
+    /// Legacy HTTP+SSE (GET the event stream, POST to the endpoint it names).
+    #[serde(rename = "sse")]
+    Sse,
+}
+
+impl TransportKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stdio => "stdio",
+            Self::Http => "http",
+            Self::StreamableHttp => "streamable-http",
+            Self::Sse => "sse",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "stdio" => Self::Stdio,
+            "http" => Self::Http,
+            "streamable-http" | "streamable_http" | "streamableHttp" => Self::StreamableHttp,
+            "sse" => Self::Sse,
+            _ => return None,
+        })
+    }
+    pub fn is_http(self) -> bool {
+        !matches!(self, Self::Stdio)
+    }
+}
+
+impl fmt::Display for TransportKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One `[servers.NAME]` entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    #[serde(default)]
+    pub transport: TransportKind,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub command: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Parent environment variables passed through, beyond [`BASE_ENV`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_allow: Vec<String>,
+    /// Working directory; relative paths resolve against the config file's directory.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cwd: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub url: String,
+    /// `enc:v1:…` (see `secrets`); never plain text if written by maljan.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub auth_token: String,
+    /// A shared volume the sample is copied to for this server (issue 5).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub mirror_dir: String,
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub enabled: bool,
+    /// Tools this server may be asked to run; absent = all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub label: String,
+}
+
+fn yes() -> bool {
+    true
+}
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+/// `[core.mcp.breaker]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BreakerConfig {
+    pub failures_to_open: u32,
+    pub cooldown_seconds: f64,
+    /// 0 = uncapped.
+    pub max_concurrent_calls: usize,
+    pub call_timeout_seconds: f64,
+    pub timeout_margin_seconds: f64,
+    pub connect_timeout_seconds: f64,
+}
+
+impl Default for BreakerConfig {
+    fn default() -> Self {
+        Self {
+            failures_to_open: 3,
+            cooldown_seconds: 60.0,
+            max_concurrent_calls: 4,
+            call_timeout_seconds: 120.0,
+            timeout_margin_seconds: 10.0,
+            connect_timeout_seconds: 30.0,
+        }
+    }
+}
+
+impl BreakerConfig {
+    pub fn cooldown(&self) -> Duration {
+        Duration::from_secs_f64(self.cooldown_seconds.max(0.0))
+    }
+    pub fn call_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.call_timeout_seconds.max(0.001))
+    }
+    pub fn margin(&self) -> Duration {
+        Duration::from_secs_f64(self.timeout_margin_seconds.max(0.0))
+    }
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.connect_timeout_seconds.max(0.001))
+    }
+}
+
+/// `[core.ledger]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LedgerConfig {
+    /// The SQLite file; empty = `<data dir>/ledger.sqlite3`.
+    pub path: String,
+    /// Results longer than this (bytes of JSON) are cut and marked truncated.
+    pub result_cap_bytes: usize,
+}
+
+impl Default for LedgerConfig {
+    fn default() -> Self {
+        Self { path: String::new(), result_cap_bytes: 256 * 1024 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpConfig {
+    pub breaker: BreakerConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct CoreConfig {
+    pub mcp: McpConfig,
+    pub ledger: LedgerConfig,
+}
+
+/// The whole file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub core: CoreConfig,
+    #[serde(default)]
+    pub servers: BTreeMap<String, ServerConfig>,
+    /// Where it was read from (not serialised).
+    #[serde(skip)]
+    pub path: PathBuf,
+    /// False when no file existed and the built-ins were configured instead.
+    #[serde(skip)]
+    pub from_file: bool,
+    /// The data directory (ledger, key file, logs).
+    #[serde(skip)]
+    pub data_dir: PathBuf,
+}
+
+impl Config {
+    /// Reads the config: `explicit` (--config), else MALJAN_CONFIG, else `<data dir>/config.toml`;
+    /// when that file does not exist, the built-in servers.
+    pub fn load(explicit: Option<&Path>) -> Result<Self, ConfigError> {
+        let path = crate::paths::config_path(explicit);
+        let data_dir = crate::paths::data_dir();
+        match std::fs::read_to_string(&path) {
+            Ok(text) => {
+                let mut config = Self::parse(&text, &path)?;
+                config.data_dir = data_dir;
+                Ok(config)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && explicit.is_none() => {
+                let mut config = Self::builtin();
+                config.path = path;
+                config.data_dir = data_dir;
+                Ok(config)
+            }
+            Err(e) => Err(ConfigError { file: path, key: String::new(), problem: format!("cannot read it: {e}") }),
+        }
+    }
+
+    /// Parses and validates a file's text; `path` is only used in errors and for relative paths.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let mut config: Config = toml::from_str(text).map_err(|e| toml_error(path, text, &e))?;
+        config.path = path.to_path_buf();
+        config.from_file = true;
+        config.data_dir = crate::paths::data_dir();
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The built-in servers: this binary's `serve files --root <cwd>` and `serve analysis`.
+    pub fn builtin() -> Self {
+        let exe = std::env::current_exe()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| "maljan".into());
+        let cwd = std::env::current_dir().map(|p| p.to_string_lossy().into_owned()).unwrap_or_else(|_| ".".into());
+        let mut servers = BTreeMap::new();
+        servers.insert(
+            "files".to_string(),
+            ServerConfig {
+                command: exe.clone(),
+                args: vec!["serve".into(), "files".into(), "--root".into(), cwd],
+                enabled: true,
+                label: "maljan files (built-in)".into(),
+                ..Default::default()
+            },
+        );
+        servers.insert(
+            "analysis".to_string(),
+            ServerConfig {
+                command: exe,
+                args: vec!["serve".into(), "analysis".into()],
+                enabled: true,
+                label: "maljan analysis (built-in)".into(),
+                ..Default::default()
+            },
+        );
+        Self { servers, ..Default::default() }
+    }
+
+    fn err(&self, key: impl Into<String>, problem: impl Into<String>) -> ConfigError {
+        ConfigError { file: self.path.clone(), key: key.into(), problem: problem.into() }
+    }
+
+    /// Checks what serde cannot: names, required fields per transport, timings.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let b = &self.core.mcp.breaker;
+        let key = "core.mcp.breaker";
+        if b.failures_to_open == 0 {
+            return Err(self.err(format!("{key}.failures_to_open"), "must be at least 1"));
+        }
+        for (name, v) in [
+            ("cooldown_seconds", b.cooldown_seconds),
+            ("call_timeout_seconds", b.call_timeout_seconds),
+            ("timeout_margin_seconds", b.timeout_margin_seconds),
+            ("connect_timeout_seconds", b.connect_timeout_seconds),
+        ] {
+            if !v.is_finite() || v < 0.0 {
+                return Err(self.err(format!("{key}.{name}"), format!("must be a number of seconds ≥ 0, not {v}")));
+            }
+        }
+        if b.call_timeout_seconds == 0.0 {
+            return Err(self.err(format!("{key}.call_timeout_seconds"), "must be more than 0"));
+        }
+        for (name, s) in &self.servers {
+            validate_server(&self.path, name, s)?;
+        }
+        Ok(())
+    }
+
+    pub fn server(&self, name: &str) -> Option<&ServerConfig> {
+        self.servers.get(name)
+    }
+
+    pub fn ledger_path(&self) -> PathBuf {
+        if self.core.ledger.path.is_empty() {
+            self.data_dir.join("ledger.sqlite3")
+        } else {
+            PathBuf::from(&self.core.ledger.path)
+        }
+    }
+
+    /// The directory relative `cwd`s resolve against.
+    pub fn base_dir(&self) -> PathBuf {
+        if self.from_file {
+            self.path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."))
+        } else {
+            std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
+        }
+    }
+
+    /// Writes the file (0o600, atomically), creating its directory.
+    pub fn save(&self) -> Result<(), ConfigError> {
+        use std::{io::Write, os::unix::fs::OpenOptionsExt};
+        self.validate()?;
+        let text = toml::to_string_pretty(self).map_err(|e| self.err("", format!("cannot serialise: {e}")))?;
+        let io = |e: std::io::Error| self.err("", format!("cannot write it: {e}"));
+        if let Some(dir) = self.path.parent()
+            && !dir.as_os_str().is_empty()
+        {
+            crate::paths::ensure_private_dir(dir).map_err(io)?;
+        }
+        let tmp = self.path.with_extension(format!("toml.tmp{}", std::process::id()));
+        let mut f =
+            std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp).map_err(io)?;
+        f.write_all(b"# maljan configuration (see `maljan servers --help`). Tokens are sealed: enc:v1:...\n")
+            .map_err(io)?;
+        f.write_all(text.as_bytes()).map_err(io)?;
+        f.sync_all().map_err(io)?;
+        std::fs::rename(&tmp, &self.path).map_err(io)
+    }
+}
+
+/// A server name: lower-case letter first, then letters, digits, `-` or `_`, at most 32.
+pub fn valid_server_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some('a'..='z'))
+        && name.len() <= 32
+        && chars.all(|c| matches!(c, 'a'..='z' | '0'..='9' | '-' | '_'))
+}
+
+fn validate_server(file: &Path, name: &str, s: &ServerConfig) -> Result<(), ConfigError> {
+    let err = |field: &str, problem: String| ConfigError {
+        file: file.to_path_buf(),
+        key: if field.is_empty() { format!("servers.{name}") } else { format!("servers.{name}.{field}") },
+        problem,
+    };
+    if !valid_server_name(name) {
+        return Err(err(
+            "",
+            "a server name starts with a lower-case letter and has at most 32 lower-case letters, digits, '-' or '_'"
+                .into(),
+        ));
+    }
+    match s.transport {
+        TransportKind::Stdio => {
+            if s.command.trim().is_empty() {
+                return Err(err("command", "a stdio server needs the command that starts it".into()));
+            }
+            if !s.url.is_empty() {
+                return Err(err("url", "a stdio server has no url (did you mean transport = \"http\"?)".into()));
+            }
+        }
+        _ => {
+            if s.url.is_empty() {
+                return Err(err("url", format!("a {} server needs its url", s.transport)));
+            }
+            match reqwest::Url::parse(&s.url) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") => {}
+                Ok(u) => return Err(err("url", format!("scheme {} is not http or https", u.scheme()))),
+                Err(e) => return Err(err("url", format!("not a URL: {e}"))),
+            }
+        }
+    }
+    for var in s.env_allow.iter().chain(s.env.keys()) {
+        if var.is_empty() || var.contains('=') || var.contains('\0') {
+            return Err(err("env", format!("{var:?} is not an environment variable name")));
+        }
+    }
+    if s.env_allow.iter().any(|v| v == "MALJAN_STAGING_JOB") || s.env.contains_key("MALJAN_STAGING_JOB") {
+        return Err(err("env", "MALJAN_STAGING_JOB is set by the runtime, not by configuration".into()));
+    }
+    Ok(())
+}
+
+fn toml_error(path: &Path, _text: &str, e: &toml::de::Error) -> ConfigError {
+    // toml's message names the line, the column and (for unknown or mistyped fields) the key.
+    let msg = e.message().to_string();
+    let key = e
+        .span()
+        .and_then(|span| line_of(_text, span.start))
+        .map(|(line, col)| format!("line {line}, column {col}"))
+        .unwrap_or_default();
+    ConfigError { file: path.to_path_buf(), key, problem: msg }
+}
+
+fn line_of(text: &str, offset: usize) -> Option<(usize, usize)> {
+    let before = text.get(..offset)?;
+    let line = before.matches('\n').count() + 1;
+    let col = before.len() - before.rfind('\n').map(|i| i + 1).unwrap_or(0) + 1;
+    Some((line, col))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_the_documented_ones() {
+        let c = Config::parse("", Path::new("/x/config.toml")).unwrap();
+        let b = &c.core.mcp.breaker;
+        assert_eq!((b.failures_to_open, b.cooldown_seconds, b.max_concurrent_calls), (3, 60.0, 4));
+    }
+
+    #[test]
+    fn errors_name_file_key_and_problem() {
+        let e = Config::parse("[servers.x]\ntransport = \"http\"\n", Path::new("/c.toml")).unwrap_err();
+        assert_eq!(e.key, "servers.x.url");
+        assert!(e.to_string().starts_with("config file /c.toml: servers.x.url:"), "{e}");
+
+        let e = Config::parse("[servers.x]\ncomand = \"a\"\n", Path::new("/c.toml")).unwrap_err();
+        assert!(e.to_string().contains("comand"), "{e}");
+        assert!(e.to_string().contains("line 2"), "{e}");
+
+        let e = Config::parse("[servers.Bad]\ncommand = \"a\"\n", Path::new("/c.toml")).unwrap_err();
+        assert_eq!(e.key, "servers.Bad");
+
+        let e = Config::parse("[core.mcp.breaker]\nfailures_to_open = 0\n", Path::new("/c.toml")).unwrap_err();
+        assert_eq!(e.key, "core.mcp.breaker.failures_to_open");
+
+        let e = Config::parse("[servers.x]\ntransport = \"carrier-pigeon\"\ncommand=\"a\"\n", Path::new("/c.toml"))
+            .unwrap_err();
+        assert!(e.to_string().contains("carrier-pigeon"), "{e}");
+    }
+
+    #[test]
+    fn round_trips_through_toml() {
+        let text = r#"
+[servers.remote]
+transport = "sse"
+url = "http://127.0.0.1:9/sse"
+auth_token = "enc:v1:abc"
+tools = ["a"]
+"#;
+        let c = Config::parse(text, Path::new("/c.toml")).unwrap();
+        let again = Config::parse(&toml::to_string(&c).unwrap(), Path::new("/c.toml")).unwrap();
+        assert_eq!(c.servers, again.servers);
+        assert_eq!(c.servers["remote"].transport, TransportKind::Sse);
+        assert!(c.servers["remote"].enabled);
+    }
+}

@@ -1,0 +1,504 @@
+//! A job: one sample (or none) and every call made for it. Each call gets an evidence id
+//! (`ev_0001`, `ev_0002`, … in the order calls are issued), lands in the ledger, and a job
+//! collects degradation reasons (a server unavailable, a server rested, staging that failed).
+//!
+//! ```no_run
+//! # async fn demo(rt: std::sync::Arc<maljan_client::Runtime>) -> Result<(), Box<dyn std::error::Error>> {
+//! use maljan_client::JobSpec;
+//! let job = rt.new_job(JobSpec::for_sample("/tmp/sample.bin"))?;
+//! let files = job.server("files")?;
+//! let view = files.view().await?;               // tools + manifest, once per job
+//! let rec = files.call("FA_file_checksum", serde_json::json!({"file_path": "/tmp/sample.bin"})).await;
+//! println!("{} ok={} {:?}", rec.ev_id, rec.ok, rec.error);
+//! job.finish();
+//! # let _ = view; Ok(()) }
+//! ```
+
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU32, Ordering},
+    },
+    time::{Duration, SystemTime},
+};
+
+use maljan_server::ErrorCode;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::OnceCell;
+
+use crate::{
+    ledger::LedgerEntry,
+    manifest::ServerView,
+    outcome::CallError,
+    runtime::{Runtime, RuntimeError, ServerSlot, read_reply, read_view},
+    staging::{self, Handover},
+};
+
+/// What a job is about.
+#[derive(Debug, Clone, Default)]
+pub struct JobSpec {
+    /// A label for people ("analyze sample.exe", "maljan call").
+    pub label: String,
+    pub sample: Option<PathBuf>,
+    /// Use this id instead of a generated one.
+    pub id: Option<String>,
+}
+
+impl JobSpec {
+    pub fn for_sample(path: impl Into<PathBuf>) -> Self {
+        let path = path.into();
+        Self { label: format!("sample {}", path.display()), sample: Some(path), id: None }
+    }
+    pub fn labelled(label: impl Into<String>) -> Self {
+        Self { label: label.into(), ..Default::default() }
+    }
+}
+
+/// The sample a job is about.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    pub path: PathBuf,
+    pub name: String,
+    pub size: u64,
+    pub sha256: String,
+}
+
+impl Sample {
+    /// Reads size and sha256 of `path`.
+    pub fn read(path: &Path) -> std::io::Result<Self> {
+        use sha2::Digest;
+        use std::io::Read;
+        let path = std::fs::canonicalize(path)?;
+        let mut f = std::fs::File::open(&path)?;
+        let mut h = sha2::Sha256::new();
+        let mut buf = vec![0u8; 1 << 20];
+        let mut size = 0u64;
+        loop {
+            let n = f.read(&mut buf)?;
+            if n == 0 {
+                break;
+            }
+            size += n as u64;
+            h.update(&buf[..n]);
+        }
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        Ok(Self { path, name, size, sha256: hex::encode(h.finalize()) })
+    }
+}
+
+/// One call as its caller sees it (and as the ledger holds it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CallRecord {
+    pub ev_id: String,
+    pub job_id: String,
+    pub server: String,
+    pub tool: String,
+    /// The arguments as the caller wrote them (before any sample-path rewriting).
+    pub args: Value,
+    pub ok: bool,
+    /// The `CallToolResult` as the server sent it (also for a tool's own error).
+    pub result: Option<Value>,
+    pub error: Option<CallError>,
+    pub started_at: String,
+    pub wait_ms: f64,
+    pub duration_ms: f64,
+    pub trial: bool,
+    /// Set when the ledger could not record the call (the call itself still happened).
+    pub ledger_error: Option<String>,
+}
+
+impl CallRecord {
+    /// The result's text content, joined.
+    pub fn text(&self) -> String {
+        self.result
+            .as_ref()
+            .and_then(|r| r.get("content"))
+            .and_then(Value::as_array)
+            .map(|items| items.iter().filter_map(|c| c.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("\n"))
+            .unwrap_or_default()
+    }
+
+    /// `structuredContent`, else the text parsed as JSON.
+    pub fn json(&self) -> Option<Value> {
+        let r = self.result.as_ref()?;
+        if let Some(s) = r.get("structuredContent") {
+            return Some(s.clone());
+        }
+        serde_json::from_str(&self.text()).ok()
+    }
+}
+
+/// A job in progress.
+pub struct Job {
+    id: String,
+    label: String,
+    runtime: Arc<Runtime>,
+    sample: Option<Sample>,
+    next_ev: AtomicU32,
+    views: Mutex<HashMap<String, Arc<OnceCell<Result<Arc<ServerView>, CallError>>>>>,
+    handovers: Mutex<HashMap<String, Arc<OnceCell<Handover>>>>,
+    degradations: Mutex<Vec<String>>,
+    finished: std::sync::atomic::AtomicBool,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job").field("id", &self.id).field("label", &self.label).finish()
+    }
+}
+
+/// How a job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobStatus {
+    Complete,
+    Degraded,
+    Failed,
+}
+
+impl JobStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Complete => "complete",
+            Self::Degraded => "degraded",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+impl Job {
+    pub(crate) fn start(runtime: Arc<Runtime>, spec: JobSpec) -> Result<Arc<Self>, RuntimeError> {
+        let sample = match &spec.sample {
+            Some(p) => Some(Sample::read(p).map_err(|e| RuntimeError::NoSample(format!("{}: {e}", p.display())))?),
+            None => None,
+        };
+        let id = spec.id.clone().unwrap_or_else(new_job_id);
+        runtime.ledger().create_job(
+            &id,
+            &spec.label,
+            sample.as_ref().map(|s| (s.path.to_str().unwrap_or(""), s.sha256.as_str(), s.size as i64)),
+        )?;
+        Ok(Arc::new(Self {
+            id,
+            label: spec.label,
+            runtime,
+            sample,
+            next_ev: AtomicU32::new(0),
+            views: Mutex::default(),
+            handovers: Mutex::default(),
+            degradations: Mutex::default(),
+            finished: Default::default(),
+        }))
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    pub fn sample(&self) -> Option<&Sample> {
+        self.sample.as_ref()
+    }
+
+    pub fn runtime(&self) -> &Arc<Runtime> {
+        &self.runtime
+    }
+
+    /// A handle to one configured, enabled server for this job. Connecting waits for the first use.
+    pub fn server(self: &Arc<Self>, name: &str) -> Result<ServerHandle, CallError> {
+        match self.runtime.slot(name) {
+            Some(slot) => Ok(ServerHandle { job: self.clone(), slot: slot.clone() }),
+            None => {
+                let why = match self.runtime.config().servers.get(name) {
+                    Some(_) => format!("server '{name}' is disabled (servers.{name}.enabled = false)"),
+                    None => format!("no server named '{name}' is configured"),
+                };
+                Err(CallError::new(ErrorCode::NotConfigured, why)
+                    .with_remediation("list the servers with `maljan servers list`; add one with `maljan servers add`"))
+            }
+        }
+    }
+
+    /// Adds a degradation reason (each distinct reason once), in memory and in the ledger.
+    pub fn degrade(&self, reason: impl Into<String>) {
+        let reason = reason.into();
+        {
+            let mut d = self.degradations.lock().unwrap_or_else(|e| e.into_inner());
+            if d.contains(&reason) {
+                return;
+            }
+            d.push(reason.clone());
+        }
+        if let Err(e) = self.runtime.ledger().add_degradation(&self.id, &reason) {
+            tracing::warn!(job = %self.id, "could not record a degradation reason: {e}");
+        }
+    }
+
+    pub fn degradations(&self) -> Vec<String> {
+        self.degradations.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Ends the job: complete, or degraded when it has degradation reasons.
+    pub fn finish(&self) -> JobStatus {
+        let status = if self.degradations().is_empty() { JobStatus::Complete } else { JobStatus::Degraded };
+        self.finish_as(status);
+        status
+    }
+
+    pub fn finish_as(&self, status: JobStatus) {
+        if self.finished.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if let Err(e) = self.runtime.ledger().finish_job(&self.id, status.as_str()) {
+            tracing::warn!(job = %self.id, "could not record the job's end: {e}");
+        }
+    }
+
+    fn next_ev_id(&self) -> String {
+        format!("ev_{:04}", self.next_ev.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    fn view_cell(&self, server: &str) -> Arc<OnceCell<Result<Arc<ServerView>, CallError>>> {
+        self.views.lock().unwrap_or_else(|e| e.into_inner()).entry(server.to_string()).or_default().clone()
+    }
+
+    fn handover_cell(&self, server: &str) -> Arc<OnceCell<Handover>> {
+        self.handovers.lock().unwrap_or_else(|e| e.into_inner()).entry(server.to_string()).or_default().clone()
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        if !self.finished.load(Ordering::SeqCst) {
+            let status = if self.degradations().is_empty() { JobStatus::Complete } else { JobStatus::Degraded };
+            self.finish_as(status);
+        }
+        staging::cleanup_job(self);
+    }
+}
+
+/// One server, for one job.
+#[derive(Clone)]
+pub struct ServerHandle {
+    job: Arc<Job>,
+    slot: Arc<ServerSlot>,
+}
+
+impl std::fmt::Debug for ServerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerHandle").field("job", &self.job.id).field("server", &self.slot.name).finish()
+    }
+}
+
+impl ServerHandle {
+    pub fn name(&self) -> &str {
+        &self.slot.name
+    }
+
+    pub fn job(&self) -> &Arc<Job> {
+        &self.job
+    }
+
+    pub fn slot(&self) -> &Arc<ServerSlot> {
+        &self.slot
+    }
+
+    /// Tools and manifest, read once per job (the first call also connects). A server that cannot
+    /// be reached makes the job degraded: "mcp server '<name>' unavailable: <why>".
+    pub async fn view(&self) -> Result<Arc<ServerView>, CallError> {
+        let cell = self.job.view_cell(&self.slot.name);
+        cell.get_or_init(|| async {
+            let slot = self.slot.clone();
+            let g = self.slot.guarded(|conn| async move { read_view(&slot, &conn).await }).await;
+            if let Some(rest) = &g.rest {
+                self.note_rest(rest);
+            }
+            match g.value {
+                Ok(v) => {
+                    if let Some(why) = &v.manifest_error {
+                        tracing::info!(server = %self.slot.name, "manifest unreadable ({why}); all listed tools count as available");
+                    }
+                    Ok(Arc::new(v))
+                }
+                Err(e) => {
+                    self.job.degrade(format!("mcp server '{}' unavailable: {}", self.slot.name, e.message));
+                    Err(e)
+                }
+            }
+        })
+        .await
+        .clone()
+    }
+
+    fn note_rest(&self, rest: &crate::breaker::RestEvent) {
+        let reason = format!(
+            "Tool server {} was rested for {} after {} calls in a row it did not answer (the last: {}).",
+            rest.server,
+            crate::transport::human_secs(rest.cooldown),
+            rest.failures,
+            rest.reason
+        );
+        self.job.degrade(reason);
+        let _ = self.job.runtime.ledger().record_rest(
+            &rest.server,
+            Some(&self.job.id),
+            rest.failures,
+            rest.cooldown.as_secs_f64(),
+            &rest.reason,
+        );
+    }
+
+    /// How the sample reaches this server (the local path for stdio; issue 5: an upload or a
+    /// mirror copy for HTTP servers). Computed once per job, before the first call.
+    pub async fn handover(&self) -> Option<Handover> {
+        let sample = self.job.sample.as_ref()?;
+        let cell = self.job.handover_cell(&self.slot.name);
+        Some(cell.get_or_init(|| async { staging::hand_over(self, sample).await }).await.clone())
+    }
+
+    /// Calls one tool: under the breaker and the cap, with the tool's real timeout, recorded in the
+    /// ledger before it returns. Never panics, never returns early without a record.
+    pub async fn call(&self, tool: &str, args: Value) -> CallRecord {
+        let ev_id = self.job.next_ev_id();
+        let started_wall = SystemTime::now();
+        let args_text = serde_json::to_string(&args).unwrap_or_else(|_| "null".into());
+
+        let (result, error, wait, duration, trial) = self.call_inner(tool, &args).await;
+        let ok = error.is_none();
+        let (result_text, truncated) = match &result {
+            Some(v) => {
+                let (t, cut) = self.job.runtime.ledger().cap_result(serde_json::to_string(v).unwrap_or_default());
+                (Some(t), cut)
+            }
+            None => (None, false),
+        };
+        let started_ms = crate::time::unix_ms(started_wall);
+        let entry = LedgerEntry {
+            job_id: self.job.id.clone(),
+            ev_id: ev_id.clone(),
+            server: self.slot.name.clone(),
+            tool: tool.to_string(),
+            args: args_text,
+            result: result_text,
+            result_truncated: truncated,
+            ok,
+            error_code: error.as_ref().map(|e| e.code.as_str().to_string()),
+            message: error.as_ref().map(|e| e.message.clone()),
+            remediation: error.as_ref().map(|e| e.remediation.clone()),
+            started_at: String::new(),
+            started_at_ms: started_ms,
+            wait_ms: wait.as_secs_f64() * 1000.0,
+            duration_ms: duration.as_secs_f64() * 1000.0,
+            trial,
+        };
+        let ledger_error = match self.job.runtime.ledger().record(entry) {
+            Ok(()) => None,
+            Err(e) => {
+                tracing::warn!(job = %self.job.id, ev = %ev_id, "ledger: {e}");
+                Some(e.to_string())
+            }
+        };
+        CallRecord {
+            ev_id,
+            job_id: self.job.id.clone(),
+            server: self.slot.name.clone(),
+            tool: tool.to_string(),
+            args,
+            ok,
+            result,
+            error,
+            started_at: crate::time::rfc3339_ms(started_ms),
+            wait_ms: wait.as_secs_f64() * 1000.0,
+            duration_ms: duration.as_secs_f64() * 1000.0,
+            trial,
+            ledger_error,
+        }
+    }
+
+    async fn call_inner(
+        &self,
+        tool: &str,
+        args: &Value,
+    ) -> (Option<Value>, Option<CallError>, Duration, Duration, bool) {
+        let fail = |e: CallError| (None, Some(e), Duration::ZERO, Duration::ZERO, false);
+        if let Some(allowed) = &self.slot.cfg.tools
+            && !allowed.iter().any(|t| t == tool)
+        {
+            return fail(
+                CallError::new(
+                    ErrorCode::NotConfigured,
+                    format!("tool '{tool}' is not enabled for server '{}'", self.slot.name),
+                )
+                .with_remediation(format!("add it to servers.{}.tools in the config", self.slot.name)),
+            );
+        }
+        let arguments = match args {
+            Value::Object(m) => Some(m.clone()),
+            Value::Null => None,
+            _ => {
+                return fail(CallError::new(
+                    ErrorCode::BadArgument,
+                    "tool arguments must be a JSON object".to_string(),
+                ));
+            }
+        };
+        let view = match self.view().await {
+            Ok(v) => v,
+            Err(e) => return fail(e),
+        };
+        if let Some(t) = view.tool(tool)
+            && !t.available
+        {
+            let mut e = CallError::new(
+                ErrorCode::MissingDependency,
+                format!("{tool} is unavailable on this host: {}", t.reason.clone().unwrap_or_default()),
+            );
+            if let Some(r) = &t.remediation {
+                e = e.with_remediation(r.clone());
+            }
+            // Not sent: the manifest says it cannot answer (recorded, so the report shows why).
+            return fail(e);
+        }
+        let timeout = view.timeout_for(tool, &self.slot.breaker_cfg);
+        let arguments = match self.handover().await {
+            Some(h) => staging::rewrite_arguments(arguments, self.job.sample.as_ref(), &h),
+            None => arguments,
+        };
+        self.send(tool, arguments, timeout).await
+    }
+
+    async fn send(
+        &self,
+        tool: &str,
+        arguments: Option<serde_json::Map<String, Value>>,
+        timeout: Duration,
+    ) -> (Option<Value>, Option<CallError>, Duration, Duration, bool) {
+        let tool_owned = tool.to_string();
+        let g = self
+            .slot
+            .guarded(|conn| async move { conn.call_tool(&tool_owned, arguments, timeout).await })
+            .await;
+        if let Some(rest) = &g.rest {
+            self.note_rest(rest);
+        }
+        match g.value {
+            Ok(reply) => {
+                let (result, error) = read_reply(&reply);
+                (result, error, g.wait, g.duration, g.trial)
+            }
+            Err(e) => (None, Some(e), g.wait, g.duration, g.trial),
+        }
+    }
+}
+
+/// `job-<time>-<random>`: sortable and unique.
+pub fn new_job_id() -> String {
+    let ms = crate::time::now_ms();
+    let r: u32 = rand::random();
+    format!("job-{}-{r:08x}", crate::time::rfc3339_ms(ms).replace([':', '.'], "").replace('-', "").trim_end_matches('Z'))
+}

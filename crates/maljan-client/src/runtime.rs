@@ -1,0 +1,385 @@
+//! The [`Runtime`] a long-running process holds (no global state): the configuration, the ledger,
+//! and one [`ServerSlot`] per configured server — its lazily made connection, its breaker and its
+//! concurrency cap, shared by every job.
+
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use maljan_server::ErrorCode;
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::Semaphore;
+
+use crate::{
+    breaker::{Breaker, Ticket, Verdict},
+    config::{Config, ServerConfig},
+    job::{Job, JobSpec},
+    ledger::Ledger,
+    manifest::{self, ServerView},
+    outcome::CallError,
+    secrets::{KeySource, Secret},
+    transport::{self, ConnectOptions, Connection, Reply, Unanswered},
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error(transparent)]
+    Ledger(#[from] crate::ledger::LedgerError),
+    #[error("no sample at {0}")]
+    NoSample(String),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// The runtime: hold one per process, share it (`Arc`) between jobs.
+pub struct Runtime {
+    config: Config,
+    ledger: Ledger,
+    keys: KeySource,
+    slots: BTreeMap<String, Arc<ServerSlot>>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").field("servers", &self.slots.keys().collect::<Vec<_>>()).finish()
+    }
+}
+
+impl Runtime {
+    /// A runtime over `config`, with the ledger at its configured path.
+    pub fn open(config: Config) -> Result<Arc<Self>, RuntimeError> {
+        let ledger = Ledger::open(&config.ledger_path(), config.core.ledger.result_cap_bytes)?;
+        Ok(Self::new(config, ledger))
+    }
+
+    /// A runtime over `config` with a given ledger (tests, embedding).
+    pub fn new(config: Config, ledger: Ledger) -> Arc<Self> {
+        let keys = KeySource::in_dir(&config.data_dir);
+        let slots = config
+            .servers
+            .iter()
+            .filter(|(_, s)| s.enabled)
+            .map(|(name, s)| (name.clone(), Arc::new(ServerSlot::new(name, s.clone(), &config, keys.clone()))))
+            .collect();
+        Arc::new(Self { config, ledger, keys, slots })
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn ledger(&self) -> &Ledger {
+        &self.ledger
+    }
+
+    pub fn keys(&self) -> &KeySource {
+        &self.keys
+    }
+
+    /// Enabled servers, by name.
+    pub fn server_names(&self) -> impl Iterator<Item = &str> {
+        self.slots.keys().map(String::as_str)
+    }
+
+    pub fn slot(&self, name: &str) -> Option<&Arc<ServerSlot>> {
+        self.slots.get(name)
+    }
+
+    /// Starts a job: one sample (or none) and the calls made for it.
+    pub fn new_job(self: &Arc<Self>, spec: JobSpec) -> Result<Arc<Job>, RuntimeError> {
+        Job::start(self.clone(), spec)
+    }
+
+    /// Connects afresh (not through the shared slot), performs the handshake and reads tools and
+    /// manifest: the connection test. Nothing is ledgered.
+    pub async fn test_server(&self, name: &str) -> Result<ServerTest, String> {
+        let cfg = self
+            .config
+            .servers
+            .get(name)
+            .ok_or_else(|| format!("no server named '{name}' in {}", self.config.path.display()))?;
+        let slot = ServerSlot::new(name, ServerConfig { enabled: true, ..cfg.clone() }, &self.config, self.keys.clone());
+        let started = Instant::now();
+        let opts = slot.connect_options().map_err(|e| e.message)?;
+        let conn = transport::connect(&slot.cfg, &opts).await.map_err(|u| u.describe())?;
+        let handshake_ms = started.elapsed().as_secs_f64() * 1000.0;
+        let view = read_view(&slot, &conn).await.map_err(|u| u.describe());
+        let stderr_tail = conn.stderr().map(|l| l.tail(2000)).filter(|t| !t.is_empty());
+        conn.close().await;
+        let view = view?;
+        Ok(ServerTest { view, handshake_ms, stderr_tail })
+    }
+
+    /// Closes every connection (stdio servers' process groups are killed).
+    pub async fn shutdown(&self) {
+        for slot in self.slots.values() {
+            slot.disconnect().await;
+        }
+    }
+}
+
+/// What `maljan servers test` reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerTest {
+    pub view: ServerView,
+    pub handshake_ms: f64,
+    /// The stdio server's stderr so far (its start-up log).
+    #[serde(skip)]
+    pub stderr_tail: Option<String>,
+}
+
+/// One server inside a runtime: its connection (made on first use, remade after a crash), breaker
+/// and cap.
+pub struct ServerSlot {
+    pub name: String,
+    pub cfg: ServerConfig,
+    pub breaker: Breaker,
+    cap: Option<Semaphore>,
+    conn: tokio::sync::Mutex<Option<Arc<Connection>>>,
+    timeout_connect: Duration,
+    base_dir: std::path::PathBuf,
+    data_dir: std::path::PathBuf,
+    keys: KeySource,
+    auth: Mutex<Option<Result<Option<Secret>, String>>>,
+    pub(crate) breaker_cfg: crate::config::BreakerConfig,
+    /// Times the connection was (re)made.
+    connects: std::sync::atomic::AtomicU32,
+}
+
+impl std::fmt::Debug for ServerSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerSlot").field("name", &self.name).finish()
+    }
+}
+
+/// The outcome of one guarded exchange with a server.
+pub(crate) struct Guarded<T> {
+    pub value: Result<T, CallError>,
+    pub wait: Duration,
+    pub duration: Duration,
+    pub trial: bool,
+    pub rest: Option<crate::breaker::RestEvent>,
+}
+
+impl ServerSlot {
+    fn new(name: &str, cfg: ServerConfig, config: &Config, keys: KeySource) -> Self {
+        let b = &config.core.mcp.breaker;
+        Self {
+            name: name.to_string(),
+            breaker: Breaker::new(name, b),
+            cap: (b.max_concurrent_calls > 0).then(|| Semaphore::new(b.max_concurrent_calls)),
+            conn: tokio::sync::Mutex::new(None),
+            timeout_connect: b.connect_timeout(),
+            base_dir: config.base_dir(),
+            data_dir: config.data_dir.clone(),
+            keys,
+            auth: Mutex::new(None),
+            breaker_cfg: b.clone(),
+            connects: Default::default(),
+            cfg,
+        }
+    }
+
+    /// How many times a connection was made (1 + restarts).
+    pub fn connects(&self) -> u32 {
+        self.connects.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn auth(&self) -> Result<Option<Secret>, CallError> {
+        let mut g = self.auth.lock().unwrap_or_else(|e| e.into_inner());
+        let r = g.get_or_insert_with(|| {
+            let stored = self.cfg.auth_token.trim();
+            if stored.is_empty() {
+                Ok(None)
+            } else if crate::secrets::is_sealed(stored) {
+                self.keys.open(stored).map(Some).map_err(|e| e.to_string())
+            } else {
+                tracing::warn!(server = %self.name, "auth_token is stored in plain text; seal it with `maljan servers set-token {}`", self.name);
+                Ok(Some(Secret::new(stored)))
+            }
+        });
+        r.clone().map_err(|e| {
+            CallError::new(ErrorCode::NotConfigured, format!("servers.{}.auth_token: {e}", self.name))
+                .with_remediation(format!("set the token again: maljan servers set-token {}", self.name))
+        })
+    }
+
+    fn connect_options(&self) -> Result<ConnectOptions, CallError> {
+        Ok(ConnectOptions {
+            name: self.name.clone(),
+            timeout: self.timeout_connect,
+            auth: self.auth()?,
+            base_dir: self.base_dir.clone(),
+            stderr_file: Some(transport::stderr_file(&self.data_dir, &self.name)),
+        })
+    }
+
+    /// The live connection, made (or remade after a crash) when needed.
+    pub(crate) async fn connection(&self) -> Result<Arc<Connection>, Result<CallError, Unanswered>> {
+        let mut g = self.conn.lock().await;
+        if let Some(c) = g.as_ref() {
+            if !c.is_closed() {
+                return Ok(c.clone());
+            }
+            tracing::info!(server = %self.name, "connection lost; reconnecting");
+            if let Some(old) = g.take() {
+                old.kill();
+            }
+        }
+        let opts = self.connect_options().map_err(Ok)?;
+        let conn = Arc::new(transport::connect(&self.cfg, &opts).await.map_err(Err)?);
+        self.connects.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tracing::info!(server = %self.name, via = conn.via.as_str(), protocol = %conn.info.protocol_version, "connected");
+        *g = Some(conn.clone());
+        Ok(conn)
+    }
+
+    /// Drops the connection (killing a stdio server's process group).
+    pub async fn disconnect(&self) {
+        if let Some(c) = self.conn.lock().await.take() {
+            c.kill();
+        }
+    }
+
+    /// The current connection, if one is up (tests use it to kill a server).
+    pub async fn current_connection(&self) -> Option<Arc<Connection>> {
+        self.conn.lock().await.clone()
+    }
+
+    /// Runs one exchange under the cap and the breaker.
+    pub(crate) async fn guarded<T, F, Fut>(&self, f: F) -> Guarded<T>
+    where
+        F: FnOnce(Arc<Connection>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, Unanswered>>,
+    {
+        let refused = |e: CallError| Guarded {
+            value: Err(e),
+            wait: Duration::ZERO,
+            duration: Duration::ZERO,
+            trial: false,
+            rest: None,
+        };
+        if let Err(e) = self.breaker.precheck("") {
+            return refused(e);
+        }
+        let waited = Instant::now();
+        let _permit = match &self.cap {
+            Some(sem) => match sem.acquire().await {
+                Ok(p) => Some(p),
+                Err(_) => return refused(CallError::new(ErrorCode::ToolFailed, "the runtime is shutting down")),
+            },
+            None => None,
+        };
+        let wait = waited.elapsed();
+        let ticket = match self.breaker.admit("") {
+            Ok(t) => t,
+            Err(e) => return Guarded { wait, ..refused(e) },
+        };
+        let mut abandon = AbandonGuard { breaker: &self.breaker, ticket: Some(ticket) };
+        let sent = Instant::now();
+        let outcome = match self.connection().await {
+            Ok(conn) => f(conn).await,
+            Err(Ok(config_err)) => {
+                // A configuration problem is not the server's silence: it does not count.
+                abandon.ticket = None;
+                self.breaker.record(ticket, Verdict::Abandoned);
+                return Guarded { wait, ..refused(config_err) };
+            }
+            Err(Err(u)) => Err(u),
+        };
+        let duration = sent.elapsed();
+        abandon.ticket = None;
+        let (value, rest) = match outcome {
+            Ok(v) => {
+                self.breaker.record(ticket, Verdict::Answered);
+                (Ok(v), None)
+            }
+            Err(u) => {
+                if matches!(u, Unanswered::Gone(_)) {
+                    self.disconnect().await;
+                }
+                let rest = self.breaker.record(ticket, Verdict::Unanswered(u.describe()));
+                (Err(self.unanswered_error(&u)), rest)
+            }
+        };
+        Guarded { value, wait, duration, trial: ticket.trial, rest }
+    }
+
+    fn unanswered_error(&self, u: &Unanswered) -> CallError {
+        let name = &self.name;
+        match u {
+            Unanswered::Timeout(d) => CallError::new(
+                ErrorCode::Timeout,
+                format!(
+                    "tool server '{name}' did not answer within {}; the call was cancelled on the server",
+                    transport::human_secs(*d)
+                ),
+            )
+            .with_remediation(
+                "retry with a smaller input, or raise the tool's timeout_s (its manifest) or core.mcp.breaker.call_timeout_seconds; if it keeps happening, check the server's log",
+            ),
+            Unanswered::Gone(_) => CallError::new(ErrorCode::ToolFailed, format!("tool server '{name}': {}", u.describe()))
+                .with_remediation(format!(
+                    "the server is restarted on the next call; check why it stopped (`maljan servers test {name}`, its log in {})",
+                    transport::stderr_file(&self.data_dir, name).display()
+                )),
+            Unanswered::Unreachable(_) => CallError::new(ErrorCode::ToolFailed, format!("tool server '{name}': {}", u.describe()))
+                .with_remediation(format!("check servers.{name} in the config and run `maljan servers test {name}`")),
+        }
+    }
+}
+
+/// If the caller drops a call mid-flight, the breaker hears "abandoned" (so a trial slot is freed).
+struct AbandonGuard<'a> {
+    breaker: &'a Breaker,
+    ticket: Option<Ticket>,
+}
+
+impl Drop for AbandonGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(t) = self.ticket.take() {
+            self.breaker.record(t, Verdict::Abandoned);
+        }
+    }
+}
+
+/// Reads tools/list and the manifest over `conn`.
+pub(crate) async fn read_view(slot: &ServerSlot, conn: &Connection) -> Result<ServerView, Unanswered> {
+    let budget = slot.breaker_cfg.call_timeout().min(Duration::from_secs(60));
+    let tools = conn.list_tools(budget).await?;
+    let manifest = if tools.iter().any(|t| t.name == manifest::CAPABILITIES_TOOL) {
+        match conn.call_tool(manifest::CAPABILITIES_TOOL, None, budget).await? {
+            Reply::Result(v) => manifest::parse_manifest(&v).map_err(Some),
+            Reply::RpcError { code, message } => Err(Some(format!("capabilities failed: JSON-RPC error {code}: {message}"))),
+        }
+    } else {
+        Err(None)
+    };
+    Ok(manifest::build_view(
+        &slot.name,
+        &conn.info,
+        conn.via.as_str(),
+        &tools,
+        manifest,
+        slot.cfg.tools.as_deref(),
+    ))
+}
+
+/// Converts a raw reply into the tool's success or error.
+pub(crate) fn read_reply(reply: &Reply) -> (Option<Value>, Option<CallError>) {
+    match reply {
+        Reply::Result(v) => match crate::outcome::read_result(v) {
+            Ok(()) => (Some(v.clone()), None),
+            Err(e) => (Some(v.clone()), Some(e)),
+        },
+        Reply::RpcError { code, message } => {
+            let code_name = if *code == -32602 { ErrorCode::BadArgument } else { ErrorCode::ToolFailed };
+            (None, Some(CallError::new(code_name, format!("the server answered with JSON-RPC error {code}: {message}"))))
+        }
+    }
+}

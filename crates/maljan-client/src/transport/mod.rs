@@ -1,0 +1,421 @@
+//! How bytes reach a server. This module is the only place the runtime touches rmcp (pinned
+//! exactly; its majors move fast): everything above it sees a [`Connection`] that can list tools
+//! and call one with a deadline.
+//!
+//! - `stdio`: a child process (see [`stdio`]).
+//! - `streamable-http`: rmcp's client over reqwest, `Authorization: Bearer` from the token, a new
+//!   session when the server answers 404 for an expired one (rmcp re-initialises transparently).
+//! - `sse`: the legacy HTTP+SSE transport (see [`sse`]).
+//! - `http`: streamable HTTP, falling back to legacy SSE on the same URL when the server refuses
+//!   the streamable POST (the spec's backwards-compatibility section).
+
+pub mod sse;
+pub mod stdio;
+
+use std::{
+    path::{Path, PathBuf},
+    sync::{
+        Arc, Mutex, Once,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use rmcp::{
+    RoleClient, ServiceError, ServiceExt,
+    model::{
+        CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam, ClientCapabilities,
+        ClientConfig, ClientRequest, Implementation, ProtocolVersion, RequestId, ServerResult, Tool,
+    },
+    service::{Peer, PeerRequestOptions, RunningService},
+    transport::{StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig},
+};
+use serde_json::Value;
+
+use crate::{
+    config::{ServerConfig, TransportKind},
+    redact::scrub_urls,
+    secrets::Secret,
+};
+
+/// Why a server gave no answer. These are what the breaker counts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Unanswered {
+    /// No answer within the deadline (the call was cancelled on the server).
+    Timeout(Duration),
+    /// The process or connection went away ("the server's process or connection is gone").
+    Gone(String),
+    /// It could not be reached or started at all.
+    Unreachable(String),
+}
+
+impl Unanswered {
+    /// A sentence for a person (and the ledger's message).
+    pub fn describe(&self) -> String {
+        match self {
+            Self::Timeout(d) => format!("the server did not answer in time (waited {})", human_secs(*d)),
+            Self::Gone(why) => format!("the server's process or connection is gone: {why}"),
+            Self::Unreachable(why) => format!("the server could not be reached: {why}"),
+        }
+    }
+}
+
+pub(crate) fn human_secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s >= 1.0 && (s - s.round()).abs() < 0.05 { format!("{} s", s.round()) } else { format!("{s:.3} s") }
+}
+
+/// What came back from a `tools/call`: the result (as JSON, exactly as sent) or a JSON-RPC error.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    Result(Value),
+    RpcError { code: i32, message: String },
+}
+
+/// How the connection was made (for `servers test` and the ledger).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    Stdio,
+    StreamableHttp,
+    LegacySse,
+}
+
+impl Via {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stdio => "stdio",
+            Self::StreamableHttp => "streamable-http",
+            Self::LegacySse => "sse",
+        }
+    }
+}
+
+/// The server's side of the handshake.
+#[derive(Debug, Clone)]
+pub struct PeerInfo {
+    pub protocol_version: String,
+    pub name: Option<String>,
+    pub version: Option<String>,
+    pub instructions: Option<String>,
+}
+
+/// One live connection to one server.
+pub struct Connection {
+    service: RunningService<RoleClient, ClientConfig>,
+    peer: Peer<RoleClient>,
+    pub via: Via,
+    pub info: PeerInfo,
+    child: Mutex<Option<stdio::ChildGuard>>,
+    stderr: Option<stdio::StderrLog>,
+    dead: AtomicBool,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection").field("via", &self.via).field("info", &self.info).finish()
+    }
+}
+
+/// What [`connect`] needs besides the server's entry.
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    pub name: String,
+    pub timeout: Duration,
+    /// The opened `auth_token` (see `secrets`).
+    pub auth: Option<Secret>,
+    /// Relative stdio `cwd`s resolve against this.
+    pub base_dir: PathBuf,
+    /// Where a stdio server's stderr is mirrored.
+    pub stderr_file: Option<PathBuf>,
+}
+
+fn client_config() -> ClientConfig {
+    ClientConfig::new(ClientCapabilities::default(), Implementation::new("maljan", env!("CARGO_PKG_VERSION")))
+        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+}
+
+/// reqwest is built without a default TLS provider; install ring once, before the first client.
+pub fn http_client() -> reqwest::Client {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+    reqwest::Client::builder()
+        .user_agent(concat!("maljan/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .unwrap_or_else(|_| reqwest::Client::new())
+}
+
+/// Connects and performs the handshake, within `opts.timeout`.
+pub async fn connect(cfg: &ServerConfig, opts: &ConnectOptions) -> Result<Connection, Unanswered> {
+    match cfg.transport {
+        TransportKind::Stdio => connect_stdio(cfg, opts).await,
+        TransportKind::StreamableHttp => connect_streamable(cfg, opts).await,
+        TransportKind::Sse => connect_sse(cfg, opts).await,
+        TransportKind::Http => match connect_streamable(cfg, opts).await {
+            Ok(c) => Ok(c),
+            Err(streamable) => {
+                tracing::debug!(server = %opts.name, "streamable HTTP refused ({}); trying legacy SSE", streamable.describe());
+                connect_sse(cfg, opts).await.map_err(|sse| {
+                    Unanswered::Unreachable(format!(
+                        "streamable HTTP: {}; legacy SSE: {}",
+                        inner_reason(&streamable),
+                        inner_reason(&sse)
+                    ))
+                })
+            }
+        },
+    }
+}
+
+fn inner_reason(u: &Unanswered) -> String {
+    match u {
+        Unanswered::Timeout(d) => format!("no MCP handshake within {}", human_secs(*d)),
+        Unanswered::Gone(s) | Unanswered::Unreachable(s) => s.clone(),
+    }
+}
+
+async fn handshake<T, E, A>(
+    transport: T,
+    timeout: Duration,
+) -> Result<RunningService<RoleClient, ClientConfig>, Unanswered>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    match tokio::time::timeout(timeout, client_config().serve(transport)).await {
+        Err(_) => Err(Unanswered::Unreachable(format!("no MCP handshake within {}", human_secs(timeout)))),
+        Ok(Err(e)) => Err(Unanswered::Unreachable(scrub_urls(&e.to_string()))),
+        Ok(Ok(s)) => Ok(s),
+    }
+}
+
+fn finish(service: RunningService<RoleClient, ClientConfig>, via: Via) -> Connection {
+    let peer = service.peer().clone();
+    let info = match peer.peer_info() {
+        Some(i) => PeerInfo {
+            protocol_version: i.protocol_version.to_string(),
+            name: i.server_info.as_ref().map(|s| s.name.clone()),
+            version: i.server_info.as_ref().map(|s| s.version.clone()),
+            instructions: i.instructions.clone(),
+        },
+        None => PeerInfo { protocol_version: "unknown".into(), name: None, version: None, instructions: None },
+    };
+    Connection { service, peer, via, info, child: Mutex::new(None), stderr: None, dead: AtomicBool::new(false) }
+}
+
+async fn connect_stdio(cfg: &ServerConfig, opts: &ConnectOptions) -> Result<Connection, Unanswered> {
+    let (mut child, stdout, stdin) =
+        stdio::spawn(cfg, &opts.base_dir, opts.stderr_file.clone()).map_err(Unanswered::Unreachable)?;
+    match handshake((stdout, stdin), opts.timeout).await {
+        Ok(service) => {
+            let mut conn = finish(service, Via::Stdio);
+            conn.stderr = Some(child.stderr.clone());
+            *conn.child.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(child);
+            Ok(conn)
+        }
+        Err(err) => {
+            // Say why: the exit status and the last lines it wrote to stderr.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let status = child.try_exit_status();
+            let tail = child.stderr.tail(600);
+            let mut why = inner_reason(&err);
+            if let Some(st) = status {
+                why = format!("the process exited ({st}) during the handshake");
+            }
+            if !tail.is_empty() {
+                why.push_str(&format!("; its stderr ends: {tail}"));
+            }
+            Err(Unanswered::Unreachable(why))
+        }
+    }
+}
+
+fn parse_url(cfg: &ServerConfig) -> Result<reqwest::Url, Unanswered> {
+    reqwest::Url::parse(&cfg.url).map_err(|e| Unanswered::Unreachable(format!("bad url: {e}")))
+}
+
+async fn connect_streamable(cfg: &ServerConfig, opts: &ConnectOptions) -> Result<Connection, Unanswered> {
+    let url = parse_url(cfg)?;
+    let mut tc = StreamableHttpClientTransportConfig::with_uri(url.as_str().to_string())
+        .max_concurrent_requests(64)
+        .reinit_on_expired_session(true)
+        .max_json_response_size(64 * 1024 * 1024)
+        .max_sse_event_size(64 * 1024 * 1024);
+    if let Some(token) = opts.auth.as_ref().filter(|t| !t.is_empty()) {
+        tc = tc.auth_header(token.expose().to_string());
+    }
+    let transport = StreamableHttpClientTransport::with_client(http_client(), tc);
+    let service = handshake(transport, opts.timeout).await?;
+    Ok(finish(service, Via::StreamableHttp))
+}
+
+async fn connect_sse(cfg: &ServerConfig, opts: &ConnectOptions) -> Result<Connection, Unanswered> {
+    let url = parse_url(cfg)?;
+    let auth = opts.auth.clone().filter(|t| !t.is_empty());
+    let transport = sse::SseTransport::connect(http_client(), url, auth, opts.timeout)
+        .await
+        .map_err(|e| Unanswered::Unreachable(e.to_string()))?;
+    let service = handshake(transport, opts.timeout).await?;
+    Ok(finish(service, Via::LegacySse))
+}
+
+/// Sends `notifications/cancelled` for a request whose caller went away before its answer.
+struct CancelOnDrop {
+    peer: Option<Peer<RoleClient>>,
+    id: RequestId,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(peer) = self.peer.take() {
+            let id = self.id.clone();
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move {
+                    let _ = peer.send_notification(cancelled(id, "request abandoned by the caller").into()).await;
+                });
+            }
+        }
+    }
+}
+
+fn cancelled(id: RequestId, reason: &str) -> CancelledNotification {
+    CancelledNotification::new(CancelledNotificationParam::new(Some(id), Some(reason.into())))
+}
+
+impl Connection {
+    /// True once the transport is gone (a crashed process, a closed stream).
+    pub fn is_closed(&self) -> bool {
+        self.dead.load(Ordering::Relaxed) || self.service.is_closed() || self.peer.is_transport_closed()
+    }
+
+    /// The stderr log of a stdio server.
+    pub fn stderr(&self) -> Option<&stdio::StderrLog> {
+        self.stderr.as_ref()
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|c| c.pid())
+    }
+
+    /// `tools/list`, all pages.
+    pub async fn list_tools(&self, timeout: Duration) -> Result<Vec<Tool>, Unanswered> {
+        match tokio::time::timeout(timeout, self.peer.list_all_tools()).await {
+            Err(_) => Err(Unanswered::Timeout(timeout)),
+            Ok(Ok(tools)) => Ok(tools),
+            Ok(Err(e)) => Err(match self.classify(e) {
+                Classified::Unanswered(u) => u,
+                Classified::Answer(Reply::RpcError { code, message }) => {
+                    Unanswered::Unreachable(format!("tools/list failed: JSON-RPC error {code}: {message}"))
+                }
+                Classified::Answer(Reply::Result(_)) => Unanswered::Unreachable("tools/list failed".into()),
+            }),
+        }
+    }
+
+    /// `tools/call` with a deadline. On timeout the request is cancelled on the server
+    /// (`notifications/cancelled`); so is a call whose future is dropped.
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Option<serde_json::Map<String, Value>>,
+        timeout: Duration,
+    ) -> Result<Reply, Unanswered> {
+        let mut params = CallToolRequestParams::new(name.to_string());
+        if let Some(args) = arguments {
+            params = params.with_arguments(args);
+        }
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = self
+            .peer
+            .send_request_with_option(request, PeerRequestOptions::with_timeout(timeout))
+            .await
+            .map_err(|e| match self.classify(e) {
+                Classified::Unanswered(u) => u,
+                Classified::Answer(_) => Unanswered::Gone("the request could not be sent".into()),
+            })?;
+        let mut guard = CancelOnDrop { peer: Some(self.peer.clone()), id: handle.id.clone() };
+        let answer = handle.await_response().await;
+        // await_response sends its own cancellation on timeout; an answer needs none.
+        guard.peer = None;
+        match answer {
+            Ok(ServerResult::CallToolResult(r)) => Ok(Reply::Result(serde_json::to_value(&r).unwrap_or(Value::Null))),
+            Ok(other) => Ok(Reply::RpcError {
+                code: -32603,
+                message: format!("the server answered tools/call with another kind of result ({})", result_kind(&other)),
+            }),
+            Err(e) => match self.classify(e) {
+                Classified::Answer(reply) => Ok(reply),
+                Classified::Unanswered(u) => Err(u),
+            },
+        }
+    }
+
+    fn classify(&self, e: ServiceError) -> Classified {
+        match e {
+            ServiceError::Timeout { timeout } => Classified::Unanswered(Unanswered::Timeout(timeout)),
+            ServiceError::McpError(data) => {
+                let code = data.code.0;
+                if code == -32000 && data.message.to_lowercase().contains("closed") {
+                    self.dead.store(true, Ordering::Relaxed);
+                    return Classified::Unanswered(Unanswered::Gone("the connection to the server closed".into()));
+                }
+                if code == 408 {
+                    return Classified::Unanswered(Unanswered::Gone("the server did not answer in time".into()));
+                }
+                Classified::Answer(Reply::RpcError { code, message: scrub_urls(&data.message) })
+            }
+            ServiceError::TransportClosed | ServiceError::Cancelled { .. } => {
+                self.dead.store(true, Ordering::Relaxed);
+                let mut why = "transport closed".to_string();
+                if let Some(child) = self.child.lock().unwrap_or_else(|e| e.into_inner()).as_mut()
+                    && let Some(st) = child.try_exit_status()
+                {
+                    why = format!("the process exited ({st})");
+                }
+                Classified::Unanswered(Unanswered::Gone(why))
+            }
+            ServiceError::TransportSend(err) => {
+                if self.peer.is_transport_closed() {
+                    self.dead.store(true, Ordering::Relaxed);
+                }
+                Classified::Unanswered(Unanswered::Gone(scrub_urls(&err.to_string())))
+            }
+            other => Classified::Answer(Reply::RpcError { code: -32603, message: scrub_urls(&other.to_string()) }),
+        }
+    }
+
+    /// Closes the connection; a stdio server's process group is killed.
+    pub async fn close(self) {
+        let Connection { mut service, child, .. } = self;
+        let _ = tokio::time::timeout(Duration::from_secs(2), service.close()).await;
+        drop(child);
+    }
+
+    /// Kills a stdio server's process group now (tests and shutdown).
+    pub fn kill(&self) {
+        self.dead.store(true, Ordering::Relaxed);
+        self.child.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}
+
+enum Classified {
+    Answer(Reply),
+    Unanswered(Unanswered),
+}
+
+fn result_kind(r: &ServerResult) -> &'static str {
+    match r {
+        ServerResult::InputRequiredResult(_) => "input_required",
+        ServerResult::CreateTaskResult(_) => "task",
+        _ => "unexpected",
+    }
+}
+
+/// Reads the stderr file path for a server in `data_dir`.
+pub fn stderr_file(data_dir: &Path, server: &str) -> PathBuf {
+    data_dir.join("logs").join(format!("{server}.stderr.log"))
+}
+
+/// Type-erased handle used by the runtime.
+pub type SharedConnection = Arc<Connection>;
