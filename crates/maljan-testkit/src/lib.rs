@@ -1,1 +1,79 @@
-//! placeholder
+//! maljan-testkit: what maljan's tests start and talk to.
+//!
+//! - Fixture MCP servers over stdio, as small binaries (`src/bin/fixture-*.rs`), each a few lines
+//!   over [`fixture::run`]: `fixture-hang` (the `work` tool never answers), `fixture-crash` (the
+//!   process exits in the middle of a `work` call), `fixture-slow` (`work` answers after
+//!   `FIXTURE_DELAY_MS`), `fixture-flood` (stderr is flooded while it serves) and `fixture-echo`
+//!   (answers at once: the bare-transport baseline for benchmarks). Every fixture also has
+//!   `echo`, `fail` (a maljan-shaped tool error), `stats` and `capabilities`.
+//! - The conformance client (`maljan-conformance-client`) for the official suite's client
+//!   scenarios, built on maljan-client's runtime.
+//! - [`bin_path`]: builds this crate's (or another package's) binaries once per test process and
+//!   returns the path, so tests in other crates can start them.
+//!
+//! It is a test helper: nothing in the product depends on it.
+
+pub mod fixture;
+
+use std::{
+    path::PathBuf,
+    process::Command,
+    sync::{Mutex, OnceLock},
+};
+
+fn target_profile_dir() -> PathBuf {
+    // Tests run from <target>/<profile>/deps/<test>-<hash>.
+    let exe = std::env::current_exe().expect("current_exe");
+    let deps = exe.parent().expect("exe dir");
+    if deps.file_name().is_some_and(|n| n == "deps") {
+        deps.parent().expect("profile dir").to_path_buf()
+    } else {
+        deps.to_path_buf()
+    }
+}
+
+/// Path of binary `bin` of package `package`, built (once per process) with the same target dir
+/// and profile as the running test.
+pub fn package_bin(package: &str, bin: &str) -> PathBuf {
+    static BUILT: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
+    let built = BUILT.get_or_init(Default::default);
+    let mut done = built.lock().unwrap_or_else(|e| e.into_inner());
+    let profile_dir = target_profile_dir();
+    if !done.iter().any(|p| p == package) {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.args(["build", "--quiet", "-p", package, "--bins"]);
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        if let Some(target) = profile_dir.parent() {
+            cmd.env("CARGO_TARGET_DIR", target);
+        }
+        let status = cmd.status().expect("run cargo build");
+        assert!(status.success(), "cargo build -p {package} --bins failed");
+        done.push(package.to_string());
+    }
+    let path = profile_dir.join(bin);
+    assert!(path.exists(), "{} was not built", path.display());
+    path
+}
+
+/// A binary of this crate (fixtures, the conformance client).
+pub fn bin_path(bin: &str) -> PathBuf {
+    package_bin("maljan-testkit", bin)
+}
+
+/// An environment variable a peer test needs; panics with the remedy when it is missing.
+pub fn peer_env(var: &str) -> String {
+    match std::env::var(var) {
+        Ok(v) if !v.is_empty() => v,
+        _ => panic!(
+            "{var} is not set: run `source <(scripts/peers.sh)` (it installs the real MCP peers once and prints the variables), then run the tests again"
+        ),
+    }
+}
+
+/// A free loopback TCP port.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+}

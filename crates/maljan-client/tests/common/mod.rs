@@ -1,0 +1,71 @@
+//! Shared by the integration tests: a runtime over a scratch data directory with short timings.
+#![allow(dead_code)]
+
+use std::{path::PathBuf, sync::Arc};
+
+use maljan_client::{BreakerConfig, Config, Ledger, Runtime, ServerConfig, TransportKind};
+
+pub struct Scratch {
+    pub dir: tempfile::TempDir,
+    pub log: PathBuf,
+}
+
+impl Scratch {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("fixture.log");
+        Self { dir, log }
+    }
+
+    /// Lines of the fixture's event log that start with `prefix`.
+    pub fn events(&self, prefix: &str) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with(prefix))
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// A stdio entry for a testkit fixture binary, logging to this scratch's event log.
+    pub fn fixture(&self, bin: &str, env: &[(&str, &str)]) -> ServerConfig {
+        let mut e: std::collections::BTreeMap<String, String> =
+            env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        e.insert("FIXTURE_LOG".into(), self.log.to_string_lossy().into_owned());
+        ServerConfig {
+            transport: TransportKind::Stdio,
+            command: maljan_testkit::bin_path(bin).to_string_lossy().into_owned(),
+            env: e,
+            enabled: true,
+            ..Default::default()
+        }
+    }
+
+    pub fn config(&self, servers: Vec<(&str, ServerConfig)>, breaker: BreakerConfig) -> Config {
+        let mut c = Config::default();
+        c.core.mcp.breaker = breaker;
+        c.path = self.dir.path().join("config.toml");
+        c.data_dir = self.dir.path().to_path_buf();
+        c.from_file = true;
+        c.servers = servers.into_iter().map(|(n, s)| (n.to_string(), s)).collect();
+        c
+    }
+
+    pub fn runtime(&self, servers: Vec<(&str, ServerConfig)>, breaker: BreakerConfig) -> Arc<Runtime> {
+        let c = self.config(servers, breaker);
+        let ledger = Ledger::open(&self.dir.path().join("ledger.sqlite3"), 64 * 1024).unwrap();
+        Runtime::new(c, ledger)
+    }
+}
+
+/// Short timings: 0.3 s default timeout, 0.4 s cooldown.
+pub fn quick() -> BreakerConfig {
+    BreakerConfig {
+        failures_to_open: 3,
+        cooldown_seconds: 0.4,
+        max_concurrent_calls: 4,
+        call_timeout_seconds: 0.3,
+        timeout_margin_seconds: 0.1,
+        connect_timeout_seconds: 10.0,
+    }
+}
