@@ -13,11 +13,20 @@ use std::sync::Arc;
 
 use maljan_server::{Registry, Roots};
 
+mod archive;
+mod baseline;
+mod crypto;
+mod data;
+mod diff;
+mod download;
+mod executor;
 mod hashing;
 mod integrity;
 mod local;
 mod paths;
 mod search;
+mod text;
+mod tree;
 
 /// How the lead's binary configures the files server.
 #[derive(Debug, Clone)]
@@ -32,8 +41,11 @@ pub struct FilesConfig {
 /// What every action of this crate shares: the configuration and the server's own state.
 pub(crate) struct Config {
     pub(crate) roots: Roots,
-    #[allow(dead_code)] // read by the download actions
     pub(crate) allow_loopback_downloads: bool,
+    /// Running integrity monitors (FA_integrity_watch_*), stopped when the server goes away.
+    pub(crate) watches: baseline::Watches,
+    /// Each tool's parameter names in order, to bind positional arguments in action lists.
+    pub(crate) params: std::sync::OnceLock<std::collections::HashMap<String, Vec<String>>>,
 }
 
 /// Every `FA_*` action, ready to serve (or to narrow with `Registry::retain`).
@@ -41,10 +53,36 @@ pub fn registry(config: FilesConfig) -> Registry {
     let cfg = Arc::new(Config {
         roots: config.roots,
         allow_loopback_downloads: config.allow_loopback_downloads,
+        watches: Default::default(),
+        params: Default::default(),
     });
     let mut reg = Registry::new();
     local::register(&mut reg, &cfg);
-    search::register(&mut reg, &cfg);
+    tree::register(&mut reg, &cfg);
+    archive::register(&mut reg, &cfg);
     integrity::register(&mut reg, &cfg);
+    integrity::register_trees(&mut reg, &cfg);
+    baseline::register(&mut reg, &cfg);
+    search::register(&mut reg, &cfg);
+    download::register(&mut reg, &cfg);
+    text::register(&mut reg, &cfg);
+    diff::register(&mut reg, &cfg);
+    data::register(&mut reg, &cfg);
+    crypto::register(&mut reg, &cfg);
+    executor::register(&mut reg, &cfg);
+    let params = reg
+        .tools()
+        .iter()
+        .map(|t| {
+            let names = t.input_schema.get("properties").and_then(|p| p.as_object());
+            (
+                t.meta.name.clone(),
+                names
+                    .map(|p| p.keys().cloned().collect())
+                    .unwrap_or_default(),
+            )
+        })
+        .collect();
+    let _ = cfg.params.set(params);
     reg
 }

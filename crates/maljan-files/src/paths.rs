@@ -107,3 +107,79 @@ pub(crate) fn show(path: &Path) -> String {
 pub(crate) fn io_err(given: &str) -> impl FnOnce(std::io::Error) -> ToolError + '_ {
     move |e| ToolError::io(given, e)
 }
+
+/// One regular file or symlink found below a directory (directories themselves are not listed).
+pub(crate) struct Found {
+    pub(crate) abs: PathBuf,
+    /// Relative to the walked directory, `/`-separated.
+    pub(crate) rel: String,
+    pub(crate) is_symlink: bool,
+}
+
+/// Every file and symlink below `dir`, sorted by path, without following symlinks (so nothing
+/// found can lie outside `dir`). Unreadable subdirectories are skipped; `stop` ends the walk.
+pub(crate) fn walk_files(dir: &Path, stop: &dyn Fn() -> bool) -> Result<Vec<Found>, ToolError> {
+    let mut out = Vec::new();
+    for entry in walkdir::WalkDir::new(dir)
+        .follow_links(false)
+        .sort_by_file_name()
+        .min_depth(1)
+    {
+        if out.len() % 256 == 0 && stop() {
+            return Err(ToolError::tool_failed("the call was cancelled"));
+        }
+        let Ok(entry) = entry else { continue };
+        let ft = entry.file_type();
+        if ft.is_dir() {
+            continue;
+        }
+        let Ok(rel) = entry.path().strip_prefix(dir) else {
+            continue;
+        };
+        out.push(Found {
+            rel: rel.to_string_lossy().replace('\\', "/"),
+            abs: entry.into_path(),
+            is_symlink: ft.is_symlink(),
+        });
+    }
+    Ok(out)
+}
+
+/// Joins a relative path taken from data (a manifest, an archive) under `base`, refusing
+/// absolute paths and `..` so the result cannot leave `base` lexically.
+pub(crate) fn join_inside(base: &Path, rel: &str) -> Option<PathBuf> {
+    let mut out = base.to_path_buf();
+    for part in Path::new(rel).components() {
+        match part {
+            std::path::Component::Normal(p) => out.push(p),
+            std::path::Component::CurDir => {}
+            _ => return None,
+        }
+    }
+    (out != base).then_some(out)
+}
+
+/// Writes a file through a sibling temporary file renamed over it, so a reader never sees half
+/// of it and a failure leaves the old content.
+pub(crate) fn write_atomic(target: &Path, given: &str, data: &[u8]) -> Result<(), ToolError> {
+    use std::io::Write;
+    let dir = target.parent().unwrap_or(Path::new("."));
+    let name = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4().simple()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(data)?;
+        f.sync_data()?;
+        if let Ok(meta) = std::fs::metadata(target) {
+            let _ = std::fs::set_permissions(&tmp, meta.permissions());
+        }
+        std::fs::rename(&tmp, target)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map_err(|e| ToolError::io(given, e))
+}

@@ -22,6 +22,57 @@ fn default_star() -> String {
 fn default_true() -> bool {
     true
 }
+fn default_max_matches() -> i64 {
+    1000
+}
+fn default_max_line_len() -> i64 {
+    4096
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct GrepArgs {
+    /// The directory searched (recursively; symlinks are not followed).
+    root: String,
+    /// The text to find; a regular expression when `regex` is true.
+    pattern: String,
+    /// Only files whose name matches this glob (`*.py`).
+    #[serde(default)]
+    glob: Option<String>,
+    /// Read `pattern` as a regular expression (Rust regex syntax: no look-around or backreferences).
+    #[serde(default)]
+    #[schemars(default)]
+    regex: bool,
+    /// Match regardless of case.
+    #[serde(default)]
+    #[schemars(default)]
+    ignore_case: bool,
+    /// Stop after this many matching lines.
+    #[serde(default = "default_max_matches")]
+    #[schemars(default = "default_max_matches")]
+    max_matches: i64,
+    /// Longer lines are cut to this many characters and end with `…`.
+    #[serde(default = "default_max_line_len")]
+    #[schemars(default = "default_max_line_len")]
+    max_line_len: i64,
+}
+
+#[derive(Serialize, JsonSchema, PartialEq, Eq, PartialOrd, Ord)]
+struct GrepHit {
+    path: String,
+    /// 1-based line number.
+    line: u64,
+    text: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct GrepOut {
+    /// Matching lines, ordered by path and line.
+    matches: Vec<GrepHit>,
+    count: usize,
+    /// True when max_matches stopped the search.
+    truncated: bool,
+}
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -61,6 +112,69 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
     let c = cfg.clone();
     reg.add(
         ToolMeta::new(
+            "FA_grep",
+            "Search file contents under a directory for a literal or regex pattern; answers path, line number and text.",
+        )
+        .timeout_s(600),
+        move |ctx: ToolContext, a: GrepArgs| {
+            let c = c.clone();
+            async move {
+                if a.pattern.is_empty() {
+                    return Err(ToolError::bad_argument("pattern must not be empty"));
+                }
+                if a.max_matches <= 0 {
+                    return Err(ToolError::bad_argument("max_matches must be positive"));
+                }
+                if a.max_line_len <= 0 {
+                    return Err(ToolError::bad_argument("max_line_len must be positive"));
+                }
+                let root = c.existing_dir(&a.root)?;
+                let source = if a.regex { a.pattern.clone() } else { regex::escape(&a.pattern) };
+                let build = |multi: bool| {
+                    regex::bytes::RegexBuilder::new(&source)
+                        .case_insensitive(a.ignore_case)
+                        .multi_line(multi)
+                        .size_limit(64 << 20)
+                        .build()
+                        .map_err(|e| ToolError::bad_argument(format!("pattern is not a valid regular expression: {e}")))
+                };
+                let line = build(false)?;
+                // \A and \z mean the start and end of a line here; over a whole file they would not.
+                let whole = if source.contains("\\A") || source.contains("\\z") { None } else { Some(build(true)?) };
+                let glob = match &a.glob {
+                    Some(g) => Some(
+                        GlobBuilder::new(g)
+                            .literal_separator(false)
+                            .backslash_escape(false)
+                            .build()
+                            .map_err(|e| ToolError::bad_argument(format!("glob '{g}' is not valid: {e}")))?
+                            .compile_matcher(),
+                    ),
+                    None => None,
+                };
+                let g = Grep {
+                    line,
+                    whole,
+                    glob,
+                    max: a.max_matches as usize,
+                    max_line_len: a.max_line_len as usize,
+                    count: AtomicUsize::new(0),
+                };
+                blocking(move || {
+                    let mut matches = grep(&root, &g, &ctx)?;
+                    matches.sort_unstable();
+                    let truncated = g.count.load(Ordering::Relaxed) > g.max;
+                    matches.truncate(g.max);
+                    Ok(GrepOut { count: matches.len(), matches, truncated })
+                })
+                .await
+            }
+        },
+    );
+
+    let c = cfg.clone();
+    reg.add(
+        ToolMeta::new(
             "FA_fast_find",
             "Find files under a directory whose names match a glob, case-insensitively, by a parallel walk.",
         )
@@ -88,6 +202,135 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             }
         },
     );
+}
+
+/// Everything one grep needs, shared by the walker threads.
+struct Grep {
+    line: regex::bytes::Regex,
+    /// The same pattern over a whole file, to skip files without a match cheaply.
+    whole: Option<regex::bytes::Regex>,
+    glob: Option<GlobMatcher>,
+    max: usize,
+    max_line_len: usize,
+    count: AtomicUsize,
+}
+
+/// Files up to this size are read whole and prefiltered; bigger ones are streamed by line.
+const WHOLE_FILE: u64 = 64 * 1024 * 1024;
+
+impl Grep {
+    fn full(&self) -> bool {
+        self.count.load(Ordering::Relaxed) >= self.max
+    }
+
+    fn hit(&self, path: &Path, n: u64, line: &[u8], out: &mut Vec<GrepHit>) -> bool {
+        let line = line.strip_suffix(b"\n").unwrap_or(line);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if !self.line.is_match(line) {
+            return true;
+        }
+        if self.count.fetch_add(1, Ordering::Relaxed) >= self.max {
+            return false;
+        }
+        // Undecodable bytes are dropped, as automation-file's errors="ignore" does.
+        let mut text: String = String::from_utf8_lossy(line).replace('\u{FFFD}', "");
+        if text.chars().count() > self.max_line_len {
+            text = text.chars().take(self.max_line_len).collect::<String>() + "…";
+        }
+        out.push(GrepHit {
+            path: show(path),
+            line: n,
+            text,
+        });
+        true
+    }
+
+    fn scan(&self, path: &Path, out: &mut Vec<GrepHit>) {
+        use std::io::{BufRead, Read};
+        let Ok(mut file) = std::fs::File::open(path) else {
+            return;
+        };
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        if size <= WHOLE_FILE {
+            let mut buf = Vec::with_capacity(size as usize + 1);
+            if file.read_to_end(&mut buf).is_err() {
+                return;
+            }
+            if self.whole.as_ref().is_some_and(|w| !w.is_match(&buf)) {
+                return;
+            }
+            for (i, line) in buf.split_inclusive(|&b| b == b'\n').enumerate() {
+                if !self.hit(path, i as u64 + 1, line, out) {
+                    return;
+                }
+            }
+        } else {
+            let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
+            let mut line = Vec::new();
+            let mut n = 0;
+            loop {
+                line.clear();
+                match reader.read_until(b'\n', &mut line) {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+                n += 1;
+                if !self.hit(path, n, &line, out) {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn grep(root: &Path, g: &Grep, ctx: &ToolContext) -> Result<Vec<GrepHit>, ToolError> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+        .min(8);
+    let walker = WalkBuilder::new(root)
+        .standard_filters(false)
+        .follow_links(false)
+        .threads(threads)
+        .build_parallel();
+    let out = Mutex::new(Vec::new());
+    walker.run(|| {
+        let out = &out;
+        let mut mine = Vec::new();
+        let mut seen = 0u32;
+        Box::new(move |entry| {
+            seen = seen.wrapping_add(1);
+            if g.full() || (seen.is_multiple_of(64) && ctx.is_cancelled()) {
+                out.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .append(&mut mine);
+                return WalkState::Quit;
+            }
+            let Ok(entry) = entry else {
+                return WalkState::Continue;
+            };
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                return WalkState::Continue;
+            }
+            if g.glob
+                .as_ref()
+                .is_some_and(|glob| !glob.is_match(entry.file_name()))
+            {
+                return WalkState::Continue;
+            }
+            g.scan(entry.path(), &mut mine);
+            if !mine.is_empty() {
+                out.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .append(&mut mine);
+            }
+            WalkState::Continue
+        })
+    });
+    if ctx.is_cancelled() {
+        return Err(ToolError::tool_failed("the call was cancelled"));
+    }
+    Ok(out.into_inner().unwrap_or_else(|p| p.into_inner()))
 }
 
 /// fnmatch semantics on a name: case-insensitive, `*` and `?` and `[...]`, no escapes.

@@ -1,0 +1,915 @@
+//! Zip and tar archives (automation-file's zip_ops and tar_ops). Extraction never writes outside
+//! its target directory: member names are confined, and links are refused or written as files.
+
+use std::{
+    fs::{self, File},
+    io::{BufReader, BufWriter, Read, Write},
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use base64::Engine;
+use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, blocking};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use zip::{CompressionMethod, ZipArchive, ZipWriter, result::ZipError, write::SimpleFileOptions};
+
+use crate::{
+    Config,
+    paths::{io_err, join_inside, show},
+};
+
+/// The most bytes FA_read_zip_file returns inline.
+const MAX_INLINE: u64 = 64 * 1024 * 1024;
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ZipDirArgs {
+    /// The directory whose contents are zipped.
+    dir_we_want_to_zip: String,
+    /// The archive's path without `.zip` (it is appended, as shutil.make_archive does).
+    zip_name: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ZipFileArgs {
+    /// The archive written (replaced if it exists).
+    zip_file_path: String,
+    /// One file or a list of files, stored under their base names.
+    file: OneOrMany,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ReadZipArgs {
+    /// The archive.
+    zip_file_path: String,
+    /// The member's name inside it.
+    file_name: String,
+    /// The password of an encrypted member (ZipCrypto or AES), as text.
+    #[serde(default)]
+    password: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct UnzipFileArgs {
+    /// The archive.
+    zip_file_path: String,
+    /// The member to extract.
+    extract_member: String,
+    /// The directory to extract into (created if missing); the archive's directory when absent.
+    #[serde(default)]
+    extract_path: Option<String>,
+    /// The password of encrypted members, as text.
+    #[serde(default)]
+    password: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct UnzipAllArgs {
+    /// The archive.
+    zip_file_path: String,
+    /// Only these members; every member when absent.
+    #[serde(default)]
+    extract_member: Option<Vec<String>>,
+    /// The directory to extract into (created if missing); the archive's directory when absent.
+    #[serde(default)]
+    extract_path: Option<String>,
+    /// The password of encrypted members, as text.
+    #[serde(default)]
+    password: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ZipPathArgs {
+    /// The archive.
+    zip_file_path: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SetPasswordArgs {
+    /// The archive.
+    zip_file_path: String,
+    /// The password to check against its encrypted members, as text.
+    password: String,
+}
+
+fn default_gz() -> Option<String> {
+    Some("gz".into())
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct CreateTarArgs {
+    /// The file or directory archived (stored under its own name).
+    source: String,
+    /// The archive written.
+    target: String,
+    /// gz, bz2, xz, or none/null for a plain tar.
+    #[serde(default = "default_gz")]
+    #[schemars(default = "default_gz")]
+    compression: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ExtractTarArgs {
+    /// The archive (plain, gz, bz2 or xz: detected from its content).
+    source: String,
+    /// The directory to extract into (created if missing).
+    target_dir: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct ArchiveOut {
+    path: String,
+    /// Members written.
+    members: usize,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct ContentOut {
+    name: String,
+    size: u64,
+    /// The member's bytes, base64.
+    content_b64: String,
+    /// The same bytes as text when they are UTF-8.
+    text: Option<String>,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct NamesOut {
+    /// Member names (or paths written, for extraction).
+    names: Vec<String>,
+    count: usize,
+}
+
+/// One member as Python's ZipInfo describes it.
+#[derive(Serialize, JsonSchema)]
+struct ZipInfoOut {
+    filename: String,
+    file_size: u64,
+    compress_size: u64,
+    compress_type: String,
+    /// [year, month, day, hour, minute, second]
+    date_time: Option<[u16; 6]>,
+    #[serde(rename = "CRC")]
+    crc: u32,
+    is_dir: bool,
+    encrypted: bool,
+    unix_mode: Option<u32>,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct ZipInfoListOut {
+    members: Vec<ZipInfoOut>,
+    count: usize,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct PasswordOut {
+    /// Encrypted members in the archive.
+    encrypted_members: usize,
+    /// Whether the password opens every encrypted member (true when there are none).
+    password_ok: bool,
+}
+
+pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
+    let c = cfg.clone();
+    reg.add(
+        ToolMeta::new(
+            "FA_zip_dir",
+            "Zip a directory's contents into <zip_name>.zip (deflate).",
+        )
+        .destructive()
+        .timeout_s(1800),
+        move |ctx: ToolContext, a: ZipDirArgs| {
+            let c = c.clone();
+            async move {
+                let dir = c.existing_dir(&a.dir_we_want_to_zip)?;
+                let zip_path = c.target(&format!("{}.zip", a.zip_name))?;
+                blocking(move || {
+                    let members = zip_dir(&dir, &zip_path, &a.zip_name, &ctx)?;
+                    Ok(ArchiveOut {
+                        path: show(&zip_path),
+                        members,
+                    })
+                })
+                .await
+            }
+        },
+    );
+
+    let c = cfg.clone();
+    reg.add(
+        ToolMeta::new(
+            "FA_zip_file",
+            "Write one or more files into a new zip archive under their base names.",
+        )
+        .destructive()
+        .timeout_s(1800),
+        move |_ctx, a: ZipFileArgs| {
+            let c = c.clone();
+            async move {
+                let files = match a.file {
+                    OneOrMany::One(f) => vec![f],
+                    OneOrMany::Many(v) => v,
+                };
+                if files.is_empty() {
+                    return Err(ToolError::bad_argument("file must name at least one file"));
+                }
+                let sources = files
+                    .iter()
+                    .map(|f| c.existing_file(f))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let zip_path = c.target(&a.zip_file_path)?;
+                blocking(move || {
+                    let out = File::create(&zip_path).map_err(io_err(&a.zip_file_path))?;
+                    let mut zw = ZipWriter::new(BufWriter::new(out));
+                    for src in &sources {
+                        let name = src
+                            .file_name()
+                            .unwrap_or_default()
+                            .to_string_lossy()
+                            .into_owned();
+                        zw.start_file(name, file_options(src))
+                            .map_err(zip_err(&a.zip_file_path))?;
+                        std::io::copy(&mut File::open(src).map_err(io_err(&show(src)))?, &mut zw)
+                            .map_err(io_err(&a.zip_file_path))?;
+                    }
+                    zw.finish().map_err(zip_err(&a.zip_file_path))?;
+                    Ok(ArchiveOut {
+                        path: show(&zip_path),
+                        members: sources.len(),
+                    })
+                })
+                .await
+            }
+        },
+    );
+
+    let c = cfg.clone();
+    reg.add(
+        ToolMeta::new(
+            "FA_read_zip_file",
+            "Read one member of a zip archive; answers its bytes as base64 (and text).",
+        )
+        .timeout_s(300),
+        move |_ctx, a: ReadZipArgs| {
+            let c = c.clone();
+            async move {
+                let path = c.existing_file(&a.zip_file_path)?;
+                blocking(move || {
+                    let mut archive = open_zip(&path, &a.zip_file_path)?;
+                    let mut member = by_name(&mut archive, &a.file_name, a.password.as_deref())?;
+                    if member.size() > MAX_INLINE {
+                        return Err(ToolError::bad_argument(format!(
+                            "{} is {} bytes; at most {MAX_INLINE} are returned inline",
+                            a.file_name,
+                            member.size()
+                        ))
+                        .with_remediation("extract it with FA_unzip_file instead"));
+                    }
+                    let mut data = Vec::with_capacity(member.size() as usize);
+                    member
+                        .by_ref()
+                        .take(MAX_INLINE + 1)
+                        .read_to_end(&mut data)
+                        .map_err(|e| member_err(&a.file_name, e))?;
+                    let text = String::from_utf8(data.clone()).ok();
+                    Ok(ContentOut {
+                        name: a.file_name,
+                        size: data.len() as u64,
+                        content_b64: base64::engine::general_purpose::STANDARD.encode(&data),
+                        text,
+                    })
+                })
+                .await
+            }
+        },
+    );
+
+    let c = cfg.clone();
+    reg.add(
+        ToolMeta::new(
+            "FA_unzip_file",
+            "Extract one member of a zip archive into a directory.",
+        )
+        .destructive()
+        .timeout_s(1800),
+        move |ctx: ToolContext, a: UnzipFileArgs| {
+            let c = c.clone();
+            async move {
+                let path = c.existing_file(&a.zip_file_path)?;
+                let dest = extract_dir(&c, &path, a.extract_path.as_deref())?;
+                blocking(move || {
+                    let names = unzip(
+                        &c,
+                        &path,
+                        &a.zip_file_path,
+                        &dest,
+                        Some(&[a.extract_member]),
+                        a.password.as_deref(),
+                        &ctx,
+                    )?;
+                    Ok(NamesOut {
+                        count: names.len(),
+                        names,
+                    })
+                })
+                .await
+            }
+        },
+    );
+
+    let c = cfg.clone();
+    reg.add(
+        ToolMeta::new(
+            "FA_unzip_all",
+            "Extract every member (or the listed ones) of a zip archive into a directory.",
+        )
+        .destructive()
+        .timeout_s(3600),
+        move |ctx: ToolContext, a: UnzipAllArgs| {
+            let c = c.clone();
+            async move {
+                let path = c.existing_file(&a.zip_file_path)?;
+                let dest = extract_dir(&c, &path, a.extract_path.as_deref())?;
+                blocking(move || {
+                    let names = unzip(
+                        &c,
+                        &path,
+                        &a.zip_file_path,
+                        &dest,
+                        a.extract_member.as_deref(),
+                        a.password.as_deref(),
+                        &ctx,
+                    )?;
+                    Ok(NamesOut {
+                        count: names.len(),
+                        names,
+                    })
+                })
+                .await
+            }
+        },
+    );
+
+    let c = cfg.clone();
+    reg.add(
+        ToolMeta::new(
+            "FA_zip_info",
+            "Describe every member of a zip archive (sizes, method, date, CRC, encryption).",
+        )
+        .timeout_s(120),
+        move |_ctx, a: ZipPathArgs| {
+            let c = c.clone();
+            async move {
+                let path = c.existing_file(&a.zip_file_path)?;
+                blocking(move || {
+                    let mut archive = open_zip(&path, &a.zip_file_path)?;
+                    let mut members = Vec::with_capacity(archive.len());
+                    for i in 0..archive.len() {
+                        let m = archive.by_index_raw(i).map_err(zip_err(&a.zip_file_path))?;
+                        members.push(ZipInfoOut {
+                            filename: m.name().map(|n| n.into_owned()).unwrap_or_default(),
+                            file_size: m.size(),
+                            compress_size: m.compressed_size(),
+                            compress_type: format!("{:?}", m.compression()),
+                            date_time: m.last_modified().map(|d| {
+                                [
+                                    d.year(),
+                                    d.month().into(),
+                                    d.day().into(),
+                                    d.hour().into(),
+                                    d.minute().into(),
+                                    d.second().into(),
+                                ]
+                            }),
+                            crc: m.crc32(),
+                            is_dir: m.is_dir(),
+                            encrypted: m.encrypted(),
+                            unix_mode: m.unix_mode(),
+                        });
+                    }
+                    Ok(ZipInfoListOut {
+                        count: members.len(),
+                        members,
+                    })
+                })
+                .await
+            }
+        },
+    );
+
+    let c = cfg.clone();
+    reg.add(
+        ToolMeta::new(
+            "FA_zip_file_info",
+            "List the member names of a zip archive.",
+        )
+        .timeout_s(120),
+        move |_ctx, a: ZipPathArgs| {
+            let c = c.clone();
+            async move {
+                let path = c.existing_file(&a.zip_file_path)?;
+                blocking(move || {
+                    let archive = open_zip(&path, &a.zip_file_path)?;
+                    let names: Vec<String> = archive
+                        .file_names()
+                        .filter_map(Result::ok)
+                        .map(|n| n.into_owned())
+                        .collect();
+                    Ok(NamesOut {
+                        count: names.len(),
+                        names,
+                    })
+                })
+                .await
+            }
+        },
+    );
+
+    let c = cfg.clone();
+    reg.add(
+        ToolMeta::new(
+            "FA_set_zip_password",
+            "Check a password against a zip archive's encrypted members. (automation-file only sets it on a handle \
+             it then closes; here every zip action takes `password` itself.)",
+        )
+        .timeout_s(300),
+        move |_ctx, a: SetPasswordArgs| {
+            let c = c.clone();
+            async move {
+                let path = c.existing_file(&a.zip_file_path)?;
+                blocking(move || {
+                    let mut archive = open_zip(&path, &a.zip_file_path)?;
+                    let mut encrypted = 0;
+                    let mut ok = true;
+                    for i in 0..archive.len() {
+                        if !archive.by_index_raw(i).map_err(zip_err(&a.zip_file_path))?.encrypted() {
+                            continue;
+                        }
+                        encrypted += 1;
+                        match archive.by_index_decrypt(i, a.password.as_bytes()) {
+                            Ok(mut f) => {
+                                // ZipCrypto's header check passes 1 in 256 wrong passwords; the CRC
+                                // at the end of the member is the real test.
+                                if std::io::copy(&mut f, &mut std::io::sink()).is_err() {
+                                    ok = false;
+                                }
+                            }
+                            Err(ZipError::InvalidPassword) => ok = false,
+                            Err(e) => return Err(zip_err(&a.zip_file_path)(e)),
+                        }
+                    }
+                    Ok(PasswordOut { encrypted_members: encrypted, password_ok: ok })
+                })
+                .await
+            }
+        },
+    );
+
+    let c = cfg.clone();
+    reg.add(
+        ToolMeta::new(
+            "FA_create_tar",
+            "Create a tar archive (gz, bz2, xz or plain) of a file or directory.",
+        )
+        .destructive()
+        .timeout_s(3600),
+        move |_ctx, a: CreateTarArgs| {
+            let c = c.clone();
+            async move {
+                let kind = a.compression.as_deref().unwrap_or("").to_ascii_lowercase();
+                if !matches!(kind.as_str(), "" | "none" | "gz" | "bz2" | "xz") {
+                    return Err(ToolError::bad_argument(format!(
+                        "unknown compression '{kind}'; use gz, bz2, xz or none"
+                    )));
+                }
+                let src = c.existing(&a.source)?;
+                let target = c.target(&a.target)?;
+                if target.starts_with(&src) && src.is_dir() {
+                    return Err(ToolError::bad_argument(
+                        "the archive cannot be written inside the directory it archives",
+                    ));
+                }
+                blocking(move || {
+                    if let Some(parent) = target.parent() {
+                        fs::create_dir_all(parent).map_err(io_err(&a.target))?;
+                    }
+                    let out = BufWriter::new(File::create(&target).map_err(io_err(&a.target))?);
+                    let members = match kind.as_str() {
+                        "gz" => {
+                            let enc =
+                                flate2::write::GzEncoder::new(out, flate2::Compression::default());
+                            let (n, enc) = write_tar(enc, &src, &a.source)?;
+                            enc.finish().map_err(io_err(&a.target))?;
+                            n
+                        }
+                        "bz2" => {
+                            let enc =
+                                bzip2::write::BzEncoder::new(out, bzip2::Compression::default());
+                            let (n, enc) = write_tar(enc, &src, &a.source)?;
+                            enc.finish().map_err(io_err(&a.target))?;
+                            n
+                        }
+                        "xz" => {
+                            let enc = lzma_rust2::XzWriter::new(
+                                out,
+                                lzma_rust2::XzOptions::with_preset(6),
+                            )
+                            .map_err(io_err(&a.target))?;
+                            let (n, enc) = write_tar(enc, &src, &a.source)?;
+                            enc.finish().map_err(io_err(&a.target))?;
+                            n
+                        }
+                        _ => {
+                            let (n, mut w) = write_tar(out, &src, &a.source)?;
+                            w.flush().map_err(io_err(&a.target))?;
+                            n
+                        }
+                    };
+                    Ok(ArchiveOut {
+                        path: show(&target),
+                        members,
+                    })
+                })
+                .await
+            }
+        },
+    );
+
+    let c = cfg.clone();
+    reg.add(
+        ToolMeta::new(
+            "FA_extract_tar",
+            "Extract a tar archive (any compression) into a directory; members or links that would escape it are refused.",
+        )
+        .destructive()
+        .timeout_s(3600),
+        move |ctx: ToolContext, a: ExtractTarArgs| {
+            let c = c.clone();
+            async move {
+                let src = c.existing_file(&a.source)?;
+                let dest = c.target(&a.target_dir)?;
+                blocking(move || {
+                    fs::create_dir_all(&dest).map_err(io_err(&a.target_dir))?;
+                    let dest = fs::canonicalize(&dest).map_err(io_err(&a.target_dir))?;
+                    // First pass: refuse the whole archive before writing anything.
+                    let mut tar = open_tar(&src, &a.source)?;
+                    for entry in tar.entries().map_err(tar_err(&a.source))? {
+                        let entry = entry.map_err(tar_err(&a.source))?;
+                        check_tar_member(&entry, &dest)?;
+                    }
+                    let mut tar = open_tar(&src, &a.source)?;
+                    tar.set_preserve_permissions(false);
+                    tar.set_unpack_xattrs(false);
+                    let mut names = Vec::new();
+                    for entry in tar.entries().map_err(tar_err(&a.source))? {
+                        if ctx.is_cancelled() {
+                            return Err(ToolError::tool_failed("the call was cancelled"));
+                        }
+                        let mut entry = entry.map_err(tar_err(&a.source))?;
+                        use tar::EntryType::*;
+                        if !matches!(entry.header().entry_type(), Regular | Directory | Symlink | Link | Continuous) {
+                            // Devices, fifos and the like are skipped, as Python's "data" filter does.
+                            continue;
+                        }
+                        let name = entry.path().map_err(tar_err(&a.source))?.to_string_lossy().into_owned();
+                        let written = entry.unpack_in(&dest).map_err(tar_err(&a.source))?;
+                        if written {
+                            names.push(name);
+                        }
+                    }
+                    Ok(NamesOut { count: names.len(), names })
+                })
+                .await
+            }
+        },
+    );
+}
+
+fn file_options(src: &Path) -> SimpleFileOptions {
+    let mut opts = SimpleFileOptions::default()
+        .compression_method(CompressionMethod::Deflated)
+        .large_file(false);
+    if let Ok(meta) = fs::metadata(src) {
+        use std::os::unix::fs::PermissionsExt;
+        opts = opts
+            .unix_permissions(meta.permissions().mode() & 0o777)
+            .large_file(meta.len() >= u32::MAX as u64);
+        if let Some(dt) = meta
+            .modified()
+            .ok()
+            .map(chrono::DateTime::<chrono::Local>::from)
+            .and_then(|t| {
+                use chrono::{Datelike, Timelike};
+                zip::DateTime::from_date_and_time(
+                    t.year().clamp(1980, 2107) as u16,
+                    t.month() as u8,
+                    t.day() as u8,
+                    t.hour() as u8,
+                    t.minute() as u8,
+                    t.second().min(59) as u8,
+                )
+                .ok()
+            })
+        {
+            opts = opts.last_modified_time(dt);
+        }
+    }
+    opts
+}
+
+fn zip_err(given: &str) -> impl Fn(ZipError) -> ToolError + '_ {
+    move |e| match e {
+        ZipError::Io(io) => ToolError::io(given, io),
+        ZipError::InvalidArchive(_) | ZipError::UnsupportedArchive(_) => {
+            ToolError::unsupported_format(format!("{given} is not a readable zip archive: {e}"))
+        }
+        ZipError::FileNotFound => ToolError::no_such_file(format!("no such member in {given}")),
+        ZipError::InvalidPassword => {
+            ToolError::bad_argument(format!("wrong or missing password for {given}"))
+        }
+        other => ToolError::unsupported_format(format!("{given}: {other}")),
+    }
+}
+
+fn member_err(name: &str, e: std::io::Error) -> ToolError {
+    if e.kind() == std::io::ErrorKind::InvalidData || e.kind() == std::io::ErrorKind::InvalidInput {
+        ToolError::bad_argument(format!(
+            "{name} could not be read: wrong password or corrupt data ({e})"
+        ))
+    } else {
+        ToolError::tool_failed(format!("{name}: {e}"))
+    }
+}
+
+fn open_zip(path: &Path, given: &str) -> Result<ZipArchive<BufReader<File>>, ToolError> {
+    let file = File::open(path).map_err(io_err(given))?;
+    ZipArchive::new(BufReader::new(file)).map_err(zip_err(given))
+}
+
+fn by_name<'a>(
+    archive: &'a mut ZipArchive<BufReader<File>>,
+    name: &str,
+    password: Option<&str>,
+) -> Result<zip::read::ZipFile<'a, BufReader<File>>, ToolError> {
+    let index = archive.index_for_name(name).ok_or_else(|| {
+        ToolError::no_such_file(format!("no member named '{name}' in the archive"))
+    })?;
+    let encrypted = archive
+        .by_index_raw(index)
+        .map(|m| m.encrypted())
+        .unwrap_or(false);
+    let result = match (encrypted, password) {
+        (true, Some(p)) => archive.by_index_decrypt(index, p.as_bytes()),
+        (true, None) => {
+            return Err(ToolError::bad_argument(format!(
+                "{name} is encrypted; pass its password"
+            )));
+        }
+        (false, _) => archive.by_index(index),
+    };
+    result.map_err(|e| match e {
+        ZipError::InvalidPassword => ToolError::bad_argument(format!("wrong password for {name}")),
+        ZipError::UnsupportedArchive(m) => ToolError::unsupported_format(format!("{name}: {m}")),
+        other => ToolError::unsupported_format(format!("{name}: {other}")),
+    })
+}
+
+fn extract_dir(c: &Config, zip: &Path, given: Option<&str>) -> Result<PathBuf, ToolError> {
+    match given {
+        Some(d) => c.target(d),
+        None => Ok(zip.parent().map(PathBuf::from).unwrap_or_default()),
+    }
+}
+
+fn zip_dir(
+    dir: &Path,
+    zip_path: &Path,
+    given: &str,
+    ctx: &ToolContext,
+) -> Result<usize, ToolError> {
+    let out = File::create(zip_path).map_err(io_err(given))?;
+    let mut zw = ZipWriter::new(BufWriter::with_capacity(1 << 20, out));
+    let mut members = 0;
+    for entry in walkdir::WalkDir::new(dir)
+        .follow_links(false)
+        .min_depth(1)
+        .sort_by_file_name()
+    {
+        if ctx.is_cancelled() {
+            return Err(ToolError::tool_failed("the call was cancelled"));
+        }
+        let Ok(entry) = entry else { continue };
+        if entry.path() == zip_path {
+            continue;
+        }
+        let Ok(rel) = entry.path().strip_prefix(dir) else {
+            continue;
+        };
+        let name = rel.to_string_lossy().replace('\\', "/");
+        let ft = entry.file_type();
+        if ft.is_dir() {
+            zw.add_directory(format!("{name}/"), file_options(entry.path()))
+                .map_err(zip_err(given))?;
+        } else if ft.is_file() {
+            let mut f = File::open(entry.path()).map_err(io_err(&name))?;
+            zw.start_file(name, file_options(entry.path()))
+                .map_err(zip_err(given))?;
+            std::io::copy(&mut f, &mut zw).map_err(io_err(given))?;
+        } else {
+            // Symlinks are skipped: following one could pull in content from outside the roots.
+            continue;
+        }
+        members += 1;
+    }
+    zw.finish()
+        .map_err(zip_err(given))?
+        .flush()
+        .map_err(io_err(given))?;
+    Ok(members)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn unzip(
+    c: &Config,
+    path: &Path,
+    given: &str,
+    dest: &Path,
+    only: Option<&[String]>,
+    password: Option<&str>,
+    ctx: &ToolContext,
+) -> Result<Vec<String>, ToolError> {
+    let mut archive = open_zip(path, given)?;
+    let wanted: Vec<usize> = match only {
+        Some(names) => names
+            .iter()
+            .map(|n| {
+                archive.index_for_name(n).ok_or_else(|| {
+                    ToolError::no_such_file(format!("no member named '{n}' in {given}"))
+                })
+            })
+            .collect::<Result<_, _>>()?,
+        None => (0..archive.len()).collect(),
+    };
+    fs::create_dir_all(dest).map_err(io_err(&show(dest)))?;
+    let mut written = Vec::new();
+    for i in wanted {
+        if ctx.is_cancelled() {
+            return Err(ToolError::tool_failed("the call was cancelled"));
+        }
+        let raw_name = archive
+            .by_index_raw(i)
+            .map_err(zip_err(given))?
+            .name()
+            .map(|n| n.into_owned())
+            .unwrap_or_default();
+        let Some(out) = join_inside(dest, &raw_name) else {
+            return Err(ToolError::bad_argument(format!(
+                "member '{raw_name}' would be written outside the target directory"
+            )));
+        };
+        // The target may already contain symlinks: resolve again under the roots.
+        c.target(&show(&out))?;
+        let mut member = by_name(&mut archive, &raw_name, password)?;
+        if member.is_dir() {
+            fs::create_dir_all(&out).map_err(io_err(&raw_name))?;
+            continue;
+        }
+        if let Some(parent) = out.parent() {
+            fs::create_dir_all(parent).map_err(io_err(&raw_name))?;
+        }
+        if out.is_symlink() {
+            fs::remove_file(&out).map_err(io_err(&raw_name))?;
+        }
+        // A symlink member is written as a file holding its target, as Python's zipfile does.
+        let mut f = File::create(&out).map_err(io_err(&raw_name))?;
+        std::io::copy(&mut member, &mut f).map_err(|e| member_err(&raw_name, e))?;
+        written.push(show(&out));
+    }
+    Ok(written)
+}
+
+fn write_tar<W: Write>(w: W, src: &Path, given: &str) -> Result<(usize, W), ToolError> {
+    let mut b = tar::Builder::new(w);
+    b.follow_symlinks(false);
+    let name = src
+        .file_name()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let mut members = 1;
+    if src.is_dir() {
+        members += walkdir::WalkDir::new(src)
+            .follow_links(false)
+            .min_depth(1)
+            .into_iter()
+            .count();
+        b.append_dir_all(&name, src).map_err(io_err(given))?;
+    } else {
+        b.append_path_with_name(src, &name).map_err(io_err(given))?;
+    }
+    let w = b.into_inner().map_err(io_err(given))?;
+    Ok((members, w))
+}
+
+fn tar_err(given: &str) -> impl Fn(std::io::Error) -> ToolError + '_ {
+    move |e| match e.kind() {
+        std::io::ErrorKind::InvalidData
+        | std::io::ErrorKind::UnexpectedEof
+        | std::io::ErrorKind::Other => {
+            ToolError::unsupported_format(format!("{given} is not a readable tar archive: {e}"))
+        }
+        _ => ToolError::io(given, e),
+    }
+}
+
+fn open_tar(path: &Path, given: &str) -> Result<tar::Archive<Box<dyn Read>>, ToolError> {
+    let mut f = File::open(path).map_err(io_err(given))?;
+    let mut magic = [0u8; 6];
+    let n = f.read(&mut magic).map_err(io_err(given))?;
+    let f = File::open(path).map_err(io_err(given))?;
+    let r = BufReader::new(f);
+    let reader: Box<dyn Read> = match &magic[..n] {
+        [0x1f, 0x8b, ..] => Box::new(flate2::read::MultiGzDecoder::new(r)),
+        [b'B', b'Z', b'h', ..] => Box::new(bzip2::read::MultiBzDecoder::new(r)),
+        [0xfd, b'7', b'z', b'X', b'Z', 0x00] => Box::new(lzma_rust2::XzReader::new(r, true)),
+        _ => Box::new(r),
+    };
+    Ok(tar::Archive::new(reader))
+}
+
+fn check_tar_member<R: Read>(entry: &tar::Entry<'_, R>, dest: &Path) -> Result<(), ToolError> {
+    let name = entry
+        .path()
+        .map_err(|e| ToolError::unsupported_format(e.to_string()))?;
+    let name = name.to_string_lossy().into_owned();
+    let inside = join_inside(dest, &name);
+    if inside.is_none() && !matches!(name.as_str(), "." | "./") {
+        return Err(ToolError::bad_argument(format!(
+            "tar member escapes the target directory: {name}"
+        )));
+    }
+    let kind = entry.header().entry_type();
+    if kind.is_symlink() || kind.is_hard_link() {
+        let link = entry
+            .link_name()
+            .ok()
+            .flatten()
+            .map(|l| l.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let base = if kind.is_symlink() {
+            // A symlink's target is relative to the directory holding it.
+            inside
+                .as_ref()
+                .and_then(|p| p.parent())
+                .map(PathBuf::from)
+                .unwrap_or_else(|| dest.to_path_buf())
+        } else {
+            dest.to_path_buf()
+        };
+        let ok = !Path::new(&link).is_absolute() && lexically_inside(&base.join(&link), dest);
+        if !ok {
+            let what = if kind.is_symlink() {
+                "symlink"
+            } else {
+                "hardlink"
+            };
+            return Err(ToolError::bad_argument(format!(
+                "tar {what} escapes the target directory: {name} -> {link}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `path`, with `..` folded lexically, stays under `base`.
+fn lexically_inside(path: &Path, base: &Path) -> bool {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                if !out.pop() {
+                    return false;
+                }
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out.starts_with(base)
+}

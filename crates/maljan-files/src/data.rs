@@ -1,0 +1,681 @@
+//! Structured data: dotted-path edits of JSON and YAML files, CSV filtering and conversion, JSON
+//! Lines. Parquet (automation-file's FA_parquet_*/FA_csv_to_parquet) is left out: the arrow and
+//! parquet crates would more than double this crate's build.
+
+use std::{fs, io::Write, sync::Arc};
+
+use maljan_server::{Registry, ToolError, ToolMeta, blocking};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::{
+    Config,
+    paths::{io_err, show, write_atomic},
+    text::{decode_text, encode_text},
+};
+
+fn default_utf8() -> String {
+    "utf-8".into()
+}
+fn default_comma() -> String {
+    ",".into()
+}
+
+#[derive(Clone, Copy)]
+enum Format {
+    Json,
+    Yaml,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct GetArgs {
+    /// The file.
+    path: String,
+    /// Dotted path: `a.b.0.c` (numbers index lists; negative numbers count from the end).
+    key_path: String,
+    /// Answered when the path is absent.
+    #[serde(default)]
+    #[schemars(default)]
+    default: Value,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SetArgs {
+    /// The file (rewritten atomically).
+    path: String,
+    /// Dotted path; missing objects on the way are created.
+    key_path: String,
+    /// The value to store (any JSON).
+    value: Value,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct DeleteArgs {
+    /// The file (rewritten atomically).
+    path: String,
+    /// Dotted path of the value to remove.
+    key_path: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct GetOut {
+    /// The value at the path, or `default`.
+    value: Value,
+    found: bool,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct ChangedOut {
+    path: String,
+    /// False when a delete found nothing to remove.
+    changed: bool,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct CsvFilterArgs {
+    /// The CSV file read (its first row is the header).
+    src: String,
+    /// The CSV file written.
+    target: String,
+    /// Keep only these columns, in this order.
+    #[serde(default)]
+    columns: Option<Vec<String>>,
+    /// Keep only rows whose value in this column…
+    #[serde(default)]
+    where_column: Option<String>,
+    /// …equals this.
+    #[serde(default)]
+    where_equals: Option<String>,
+    /// The field delimiter (one character).
+    #[serde(default = "default_comma")]
+    #[schemars(default = "default_comma")]
+    delimiter: String,
+    /// The files' encoding.
+    #[serde(default = "default_utf8")]
+    #[schemars(default = "default_utf8")]
+    encoding: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct CsvToJsonlArgs {
+    /// The CSV file read (its first row is the header).
+    src: String,
+    /// The JSON Lines file written, one object per row.
+    target: String,
+    /// The field delimiter (one character).
+    #[serde(default = "default_comma")]
+    #[schemars(default = "default_comma")]
+    delimiter: String,
+    /// The files' encoding.
+    #[serde(default = "default_utf8")]
+    #[schemars(default = "default_utf8")]
+    encoding: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct JsonlIterArgs {
+    /// The JSON Lines file.
+    path: String,
+    /// Return at most this many records.
+    #[serde(default)]
+    limit: Option<i64>,
+    /// Its encoding.
+    #[serde(default = "default_utf8")]
+    #[schemars(default = "default_utf8")]
+    encoding: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct JsonlAppendArgs {
+    /// The JSON Lines file (created if missing).
+    path: String,
+    /// The object appended as one line.
+    record: Map<String, Value>,
+    /// Its encoding.
+    #[serde(default = "default_utf8")]
+    #[schemars(default = "default_utf8")]
+    encoding: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct RowsOut {
+    target: String,
+    /// Rows written.
+    rows: u64,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct RecordsOut {
+    records: Vec<Map<String, Value>>,
+    count: usize,
+}
+
+pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
+    for (format, prefix, what) in [
+        (Format::Json, "FA_json", "JSON"),
+        (Format::Yaml, "FA_yaml", "YAML"),
+    ] {
+        let c = cfg.clone();
+        reg.add(
+            ToolMeta::new(
+                format!("{prefix}_get"),
+                format!("Read the value at a dotted key path in a {what} file."),
+            )
+            .timeout_s(60),
+            move |_ctx, a: GetArgs| {
+                let c = c.clone();
+                async move {
+                    let path = c.existing_file(&a.path)?;
+                    let segments = split(&a.key_path);
+                    blocking(move || {
+                        let doc = load(&path, &a.path, format)?;
+                        Ok(match walk(&doc, &segments) {
+                            Some(v) => GetOut {
+                                value: v.clone(),
+                                found: true,
+                            },
+                            None => GetOut {
+                                value: a.default,
+                                found: false,
+                            },
+                        })
+                    })
+                    .await
+                }
+            },
+        );
+
+        let c = cfg.clone();
+        reg.add(
+            ToolMeta::new(
+                format!("{prefix}_set"),
+                format!("Set the value at a dotted key path in a {what} file, creating objects on the way."),
+            )
+            .destructive()
+            .timeout_s(60),
+            move |_ctx, a: SetArgs| {
+                let c = c.clone();
+                async move {
+                    let segments = split(&a.key_path);
+                    if segments.is_empty() {
+                        return Err(ToolError::bad_argument("key_path must not be empty"));
+                    }
+                    let path = c.existing_file(&a.path)?;
+                    blocking(move || {
+                        let mut doc = load(&path, &a.path, format)?;
+                        set_in(&mut doc, &segments, a.value)?;
+                        store(&path, &a.path, format, &doc)?;
+                        Ok(ChangedOut { path: show(&path), changed: true })
+                    })
+                    .await
+                }
+            },
+        );
+
+        let c = cfg.clone();
+        reg.add(
+            ToolMeta::new(
+                format!("{prefix}_delete"),
+                format!("Remove the value at a dotted key path in a {what} file."),
+            )
+            .destructive()
+            .timeout_s(60),
+            move |_ctx, a: DeleteArgs| {
+                let c = c.clone();
+                async move {
+                    let segments = split(&a.key_path);
+                    if segments.is_empty() {
+                        return Err(ToolError::bad_argument("key_path must not be empty"));
+                    }
+                    let path = c.existing_file(&a.path)?;
+                    blocking(move || {
+                        let mut doc = load(&path, &a.path, format)?;
+                        let changed = delete_in(&mut doc, &segments);
+                        if changed {
+                            store(&path, &a.path, format, &doc)?;
+                        }
+                        Ok(ChangedOut {
+                            path: show(&path),
+                            changed,
+                        })
+                    })
+                    .await
+                }
+            },
+        );
+    }
+
+    let c = cfg.clone();
+    reg.add(
+        ToolMeta::new(
+            "FA_csv_filter",
+            "Copy a CSV keeping chosen columns and/or rows whose column equals a value.",
+        )
+        .destructive()
+        .timeout_s(600),
+        move |_ctx, a: CsvFilterArgs| {
+            let c = c.clone();
+            async move {
+                if a.where_column.is_some() != a.where_equals.is_some() {
+                    return Err(ToolError::bad_argument(
+                        "where_column and where_equals must be given together",
+                    ));
+                }
+                let delim = delimiter(&a.delimiter)?;
+                let src = c.existing_file(&a.src)?;
+                let target = c.target(&a.target)?;
+                blocking(move || {
+                    let text = decode_text(
+                        &fs::read(&src).map_err(io_err(&a.src))?,
+                        &a.encoding,
+                        "strict",
+                    )?;
+                    let mut rdr = csv::ReaderBuilder::new()
+                        .delimiter(delim)
+                        .flexible(true)
+                        .from_reader(text.as_bytes());
+                    let header: Vec<String> = rdr
+                        .headers()
+                        .map_err(csv_err(&a.src))?
+                        .iter()
+                        .map(String::from)
+                        .collect();
+                    let col = |name: &str| header.iter().position(|h| h == name);
+                    let keep: Vec<usize> = match &a.columns {
+                        Some(cols) => {
+                            let missing: Vec<&str> = cols
+                                .iter()
+                                .filter(|n| col(n).is_none())
+                                .map(String::as_str)
+                                .collect();
+                            if !missing.is_empty() {
+                                return Err(ToolError::bad_argument(format!(
+                                    "column(s) not in the CSV header: {}",
+                                    missing.join(", ")
+                                )));
+                            }
+                            cols.iter().filter_map(|n| col(n)).collect()
+                        }
+                        None => (0..header.len()).collect(),
+                    };
+                    let filter = match (&a.where_column, &a.where_equals) {
+                        (Some(wc), Some(we)) => Some((
+                            col(wc).ok_or_else(|| {
+                                ToolError::bad_argument(format!(
+                                    "where_column '{wc}' is not in the CSV header"
+                                ))
+                            })?,
+                            we.clone(),
+                        )),
+                        _ => None,
+                    };
+                    let mut w = csv::WriterBuilder::new()
+                        .delimiter(delim)
+                        .from_writer(Vec::new());
+                    w.write_record(keep.iter().map(|&i| header[i].as_str()))
+                        .map_err(csv_err(&a.target))?;
+                    let mut rows = 0u64;
+                    for rec in rdr.records() {
+                        let rec = rec.map_err(csv_err(&a.src))?;
+                        if let Some((i, want)) = &filter
+                            && rec.get(*i).unwrap_or("") != want
+                        {
+                            continue;
+                        }
+                        w.write_record(keep.iter().map(|&i| rec.get(i).unwrap_or("")))
+                            .map_err(csv_err(&a.target))?;
+                        rows += 1;
+                    }
+                    let out = w
+                        .into_inner()
+                        .map_err(|e| ToolError::tool_failed(e.to_string()))?;
+                    let out = String::from_utf8(out)
+                        .map_err(|e| ToolError::tool_failed(e.to_string()))?;
+                    write_atomic(
+                        &target,
+                        &a.target,
+                        &encode_text(&out, &a.encoding, "strict")?,
+                    )?;
+                    Ok(RowsOut {
+                        target: show(&target),
+                        rows,
+                    })
+                })
+                .await
+            }
+        },
+    );
+
+    let c = cfg.clone();
+    reg.add(
+        ToolMeta::new(
+            "FA_csv_to_jsonl",
+            "Convert a CSV file to JSON Lines, one object per row keyed by the header.",
+        )
+        .destructive()
+        .timeout_s(600),
+        move |_ctx, a: CsvToJsonlArgs| {
+            let c = c.clone();
+            async move {
+                let delim = delimiter(&a.delimiter)?;
+                let src = c.existing_file(&a.src)?;
+                let target = c.target(&a.target)?;
+                blocking(move || {
+                    let text = decode_text(
+                        &fs::read(&src).map_err(io_err(&a.src))?,
+                        &a.encoding,
+                        "strict",
+                    )?;
+                    let mut rdr = csv::ReaderBuilder::new()
+                        .delimiter(delim)
+                        .flexible(true)
+                        .from_reader(text.as_bytes());
+                    let header: Vec<String> = rdr
+                        .headers()
+                        .map_err(csv_err(&a.src))?
+                        .iter()
+                        .map(String::from)
+                        .collect();
+                    let mut out = String::new();
+                    let mut rows = 0u64;
+                    for rec in rdr.records() {
+                        let rec = rec.map_err(csv_err(&a.src))?;
+                        let obj: Map<String, Value> = header
+                            .iter()
+                            .enumerate()
+                            .map(|(i, h)| {
+                                (
+                                    h.clone(),
+                                    rec.get(i).map(Value::from).unwrap_or(Value::Null),
+                                )
+                            })
+                            .collect();
+                        out.push_str(&Value::Object(obj).to_string());
+                        out.push('\n');
+                        rows += 1;
+                    }
+                    write_atomic(
+                        &target,
+                        &a.target,
+                        &encode_text(&out, &a.encoding, "strict")?,
+                    )?;
+                    Ok(RowsOut {
+                        target: show(&target),
+                        rows,
+                    })
+                })
+                .await
+            }
+        },
+    );
+
+    let c = cfg.clone();
+    reg.add(
+        ToolMeta::new(
+            "FA_jsonl_iter",
+            "Read the objects of a JSON Lines file (blank lines skipped).",
+        )
+        .timeout_s(120),
+        move |_ctx, a: JsonlIterArgs| {
+            let c = c.clone();
+            async move {
+                let limit = match a.limit {
+                    Some(n) if n < 0 => return Err(ToolError::bad_argument("limit must be >= 0")),
+                    Some(n) => Some(n as usize),
+                    None => None,
+                };
+                let path = c.existing_file(&a.path)?;
+                blocking(move || {
+                    let text = decode_text(
+                        &fs::read(&path).map_err(io_err(&a.path))?,
+                        &a.encoding,
+                        "strict",
+                    )?;
+                    let mut records = Vec::new();
+                    for (n, line) in text.lines().enumerate() {
+                        if limit.is_some_and(|l| records.len() >= l) {
+                            break;
+                        }
+                        if line.trim().is_empty() {
+                            continue;
+                        }
+                        match serde_json::from_str::<Value>(line) {
+                            Ok(Value::Object(m)) => records.push(m),
+                            Ok(_) => {
+                                return Err(ToolError::unsupported_format(format!(
+                                    "{}:{} is not a JSON object",
+                                    a.path,
+                                    n + 1
+                                )));
+                            }
+                            Err(e) => {
+                                return Err(ToolError::unsupported_format(format!(
+                                    "{}:{} is not valid JSON: {e}",
+                                    a.path,
+                                    n + 1
+                                )));
+                            }
+                        }
+                    }
+                    Ok(RecordsOut {
+                        count: records.len(),
+                        records,
+                    })
+                })
+                .await
+            }
+        },
+    );
+
+    let c = cfg.clone();
+    reg.add(
+        ToolMeta::new(
+            "FA_jsonl_append",
+            "Append one object as a line to a JSON Lines file.",
+        )
+        .writes()
+        .not_idempotent()
+        .timeout_s(60),
+        move |_ctx, a: JsonlAppendArgs| {
+            let c = c.clone();
+            async move {
+                let path = c.target(&a.path)?;
+                let line = format!("{}\n", Value::Object(a.record));
+                let bytes = encode_text(&line, &a.encoding, "strict")?;
+                blocking(move || {
+                    let mut f = fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(&path)
+                        .map_err(io_err(&a.path))?;
+                    f.write_all(&bytes).map_err(io_err(&a.path))?;
+                    Ok(ChangedOut {
+                        path: show(&path),
+                        changed: true,
+                    })
+                })
+                .await
+            }
+        },
+    );
+}
+
+fn delimiter(d: &str) -> Result<u8, ToolError> {
+    match d.as_bytes() {
+        [b] => Ok(*b),
+        _ => Err(ToolError::bad_argument(
+            "delimiter must be exactly one ASCII character",
+        )),
+    }
+}
+
+fn csv_err(given: &str) -> impl Fn(csv::Error) -> ToolError + '_ {
+    move |e| ToolError::unsupported_format(format!("{given} is not readable CSV: {e}"))
+}
+
+fn split(key_path: &str) -> Vec<String> {
+    key_path
+        .split('.')
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+fn load(path: &std::path::Path, given: &str, format: Format) -> Result<Value, ToolError> {
+    let text = fs::read_to_string(path).map_err(io_err(given))?;
+    match format {
+        Format::Json => serde_json::from_str(&text)
+            .map_err(|e| ToolError::unsupported_format(format!("{given} is not valid JSON: {e}"))),
+        Format::Yaml if text.trim().is_empty() => Ok(Value::Null),
+        Format::Yaml => serde_yaml_ng::from_str(&text).map_err(|e| {
+            ToolError::unsupported_format(format!("{given} is not YAML this tool can edit: {e}"))
+        }),
+    }
+}
+
+fn store(
+    path: &std::path::Path,
+    given: &str,
+    format: Format,
+    doc: &Value,
+) -> Result<(), ToolError> {
+    let text = match format {
+        Format::Json => serde_json::to_string_pretty(doc)
+            .map(|s| s + "\n")
+            .map_err(|e| ToolError::tool_failed(e.to_string()))?,
+        Format::Yaml => {
+            serde_yaml_ng::to_string(doc).map_err(|e| ToolError::tool_failed(e.to_string()))?
+        }
+    };
+    write_atomic(path, given, text.as_bytes())
+}
+
+/// A list index as Python reads it: negative counts from the end.
+fn index(len: usize, seg: &str) -> Option<usize> {
+    let i: i64 = seg.parse().ok()?;
+    let i = if i < 0 { len as i64 + i } else { i };
+    (0..len as i64).contains(&i).then_some(i as usize)
+}
+
+fn walk<'a>(doc: &'a Value, segments: &[String]) -> Option<&'a Value> {
+    segments.iter().try_fold(doc, |cur, seg| match cur {
+        Value::Object(m) => m.get(seg),
+        Value::Array(a) => index(a.len(), seg).and_then(|i| a.get(i)),
+        _ => None,
+    })
+}
+
+fn set_in(doc: &mut Value, segments: &[String], value: Value) -> Result<(), ToolError> {
+    let (last, path) = segments
+        .split_last()
+        .ok_or_else(|| ToolError::bad_argument("key_path must not be empty"))?;
+    if doc.is_null() {
+        *doc = Value::Object(Map::new());
+    }
+    let mut cur = doc;
+    for seg in path {
+        cur = match cur {
+            Value::Object(m) => {
+                let slot = m
+                    .entry(seg.clone())
+                    .or_insert_with(|| Value::Object(Map::new()));
+                if !slot.is_object() && !slot.is_array() {
+                    *slot = Value::Object(Map::new());
+                }
+                slot
+            }
+            Value::Array(a) => {
+                let i = index(a.len(), seg).ok_or_else(|| {
+                    ToolError::bad_argument(format!("list index out of range: {seg}"))
+                })?;
+                &mut a[i]
+            }
+            _ => {
+                return Err(ToolError::bad_argument(format!(
+                    "cannot traverse into '{seg}'"
+                )));
+            }
+        };
+    }
+    match cur {
+        Value::Object(m) => {
+            m.insert(last.clone(), value);
+            Ok(())
+        }
+        Value::Array(a) => {
+            if last.parse::<i64>().ok() == Some(a.len() as i64) {
+                a.push(value);
+                return Ok(());
+            }
+            let i = index(a.len(), last).ok_or_else(|| {
+                ToolError::bad_argument(format!("list index out of range: {last}"))
+            })?;
+            a[i] = value;
+            Ok(())
+        }
+        _ => Err(ToolError::bad_argument(format!(
+            "cannot set '{last}' inside a scalar"
+        ))),
+    }
+}
+
+fn delete_in(doc: &mut Value, segments: &[String]) -> bool {
+    let Some((last, path)) = segments.split_last() else {
+        return false;
+    };
+    let mut cur = doc;
+    for seg in path {
+        cur = match cur {
+            Value::Object(m) => match m.get_mut(seg) {
+                Some(v) => v,
+                None => return false,
+            },
+            Value::Array(a) => match index(a.len(), seg) {
+                Some(i) => &mut a[i],
+                None => return false,
+            },
+            _ => return false,
+        };
+    }
+    match cur {
+        Value::Object(m) => m.shift_remove(last).is_some(),
+        Value::Array(a) => match index(a.len(), last) {
+            Some(i) => {
+                a.remove(i);
+                true
+            }
+            None => false,
+        },
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn dotted_paths() {
+        let mut doc = json!({"a": {"b": [1, 2, {"c": 3}]}});
+        assert_eq!(walk(&doc, &split("a.b.2.c")), Some(&json!(3)));
+        assert_eq!(walk(&doc, &split("a.b.-1.c")), Some(&json!(3)));
+        assert_eq!(walk(&doc, &split("a.x")), None);
+        set_in(&mut doc, &split("a.new.deep"), json!(true)).unwrap();
+        assert_eq!(doc["a"]["new"]["deep"], true);
+        set_in(&mut doc, &split("a.b.3"), json!("appended")).unwrap();
+        assert_eq!(doc["a"]["b"][3], "appended");
+        assert!(set_in(&mut doc, &split("a.b.9"), json!(0)).is_err());
+        assert!(delete_in(&mut doc, &split("a.b.0")));
+        assert_eq!(doc["a"]["b"][0], 2);
+        assert!(!delete_in(&mut doc, &split("a.zzz")));
+    }
+}

@@ -1,0 +1,674 @@
+//! Text and bytes: split, merge, re-encode, count lines, replace (automation-file's text_ops),
+//! and the encodings they share, read by Python's codec names.
+
+use std::{
+    fs::{self, File},
+    io::{Read, Write},
+    path::PathBuf,
+    sync::Arc,
+};
+
+use encoding_rs::{EncoderResult, Encoding};
+use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, blocking};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    Config,
+    paths::{io_err, show, write_atomic},
+};
+
+fn default_utf8() -> String {
+    "utf-8".into()
+}
+fn default_strict() -> String {
+    "strict".into()
+}
+
+/// How a codec name from Python is served.
+enum Codec {
+    Utf8,
+    Latin1,
+    Ascii,
+    Utf16 { big_endian: bool, bom: bool },
+    Rs(&'static Encoding),
+}
+
+fn codec(name: &str) -> Result<Codec, ToolError> {
+    let n = name.trim().to_ascii_lowercase().replace('_', "-");
+    Ok(match n.as_str() {
+        "utf-8" | "utf8" | "u8" | "utf" => Codec::Utf8,
+        "latin-1" | "latin1" | "iso-8859-1" | "iso8859-1" | "8859" | "l1" => Codec::Latin1,
+        "ascii" | "us-ascii" => Codec::Ascii,
+        "utf-16" | "utf16" => Codec::Utf16 {
+            big_endian: false,
+            bom: true,
+        },
+        "utf-16-le" | "utf-16le" => Codec::Utf16 {
+            big_endian: false,
+            bom: false,
+        },
+        "utf-16-be" | "utf-16be" => Codec::Utf16 {
+            big_endian: true,
+            bom: false,
+        },
+        _ => match Encoding::for_label(n.as_bytes())
+            .or_else(|| Encoding::for_label(name.trim().as_bytes()))
+        {
+            Some(e)
+                if e != encoding_rs::REPLACEMENT
+                    && e != encoding_rs::UTF_16LE
+                    && e != encoding_rs::UTF_16BE =>
+            {
+                Codec::Rs(e)
+            }
+            _ => {
+                return Err(ToolError::bad_argument(format!(
+                    "unknown encoding '{name}'"
+                )));
+            }
+        },
+    })
+}
+
+fn errors_mode(errors: &str) -> Result<u8, ToolError> {
+    match errors {
+        "strict" => Ok(0),
+        "replace" => Ok(1),
+        "ignore" => Ok(2),
+        other => Err(ToolError::bad_argument(format!(
+            "errors must be strict, replace or ignore, not '{other}'"
+        ))),
+    }
+}
+
+/// Decodes bytes as Python's `bytes.decode(encoding, errors)` would for the common codecs.
+pub(crate) fn decode_text(bytes: &[u8], encoding: &str, errors: &str) -> Result<String, ToolError> {
+    let mode = errors_mode(errors)?;
+    let bad = || {
+        ToolError::bad_argument(format!("the file is not valid {encoding}"))
+            .with_remediation("name the file's real encoding, or pass errors='replace' or 'ignore'")
+    };
+    let lossy = |s: String| {
+        if mode == 2 {
+            s.replace('\u{FFFD}', "")
+        } else {
+            s
+        }
+    };
+    match codec(encoding)? {
+        Codec::Utf8 => match std::str::from_utf8(bytes) {
+            Ok(s) => Ok(s.to_string()),
+            Err(_) if mode == 0 => Err(bad()),
+            Err(_) => Ok(lossy(String::from_utf8_lossy(bytes).into_owned())),
+        },
+        Codec::Latin1 => Ok(bytes.iter().map(|&b| b as char).collect()),
+        Codec::Ascii => {
+            if mode == 0 && !bytes.is_ascii() {
+                return Err(bad());
+            }
+            Ok(bytes
+                .iter()
+                .filter_map(|&b| match (b.is_ascii(), mode) {
+                    (true, _) => Some(b as char),
+                    (false, 1) => Some('\u{FFFD}'),
+                    _ => None,
+                })
+                .collect())
+        }
+        Codec::Utf16 { big_endian, bom } => {
+            let mut data = bytes;
+            let mut be = big_endian;
+            if bom && data.len() >= 2 {
+                match (data[0], data[1]) {
+                    (0xFF, 0xFE) => data = &data[2..],
+                    (0xFE, 0xFF) => {
+                        data = &data[2..];
+                        be = true;
+                    }
+                    _ => {}
+                }
+            }
+            if data.len() % 2 == 1 && mode == 0 {
+                return Err(bad());
+            }
+            let units = data.chunks_exact(2).map(|c| {
+                if be {
+                    u16::from_be_bytes([c[0], c[1]])
+                } else {
+                    u16::from_le_bytes([c[0], c[1]])
+                }
+            });
+            let mut out = String::new();
+            for r in char::decode_utf16(units) {
+                match (r, mode) {
+                    (Ok(c), _) => out.push(c),
+                    (Err(_), 0) => return Err(bad()),
+                    (Err(_), 1) => out.push('\u{FFFD}'),
+                    _ => {}
+                }
+            }
+            Ok(out)
+        }
+        Codec::Rs(enc) => match enc.decode_without_bom_handling_and_without_replacement(bytes) {
+            Some(s) => Ok(s.into_owned()),
+            None if mode == 0 => Err(bad()),
+            None => Ok(lossy(enc.decode_without_bom_handling(bytes).0.into_owned())),
+        },
+    }
+}
+
+/// Encodes text as Python's `str.encode(encoding, errors)` would for the common codecs.
+pub(crate) fn encode_text(text: &str, encoding: &str, errors: &str) -> Result<Vec<u8>, ToolError> {
+    let mode = errors_mode(errors)?;
+    let unmappable = |c: char| {
+        ToolError::bad_argument(format!(
+            "the character {c:?} cannot be written in {encoding}"
+        ))
+        .with_remediation(
+            "choose an encoding that can hold it (utf-8), or pass errors='replace' or 'ignore'",
+        )
+    };
+    match codec(encoding)? {
+        Codec::Utf8 => Ok(text.as_bytes().to_vec()),
+        Codec::Latin1 | Codec::Ascii => {
+            let max = if matches!(codec(encoding)?, Codec::Ascii) {
+                0x7F
+            } else {
+                0xFF
+            };
+            let mut out = Vec::with_capacity(text.len());
+            for c in text.chars() {
+                match (c as u32 <= max, mode) {
+                    (true, _) => out.push(c as u32 as u8),
+                    (false, 0) => return Err(unmappable(c)),
+                    (false, 1) => out.push(b'?'),
+                    _ => {}
+                }
+            }
+            Ok(out)
+        }
+        Codec::Utf16 { big_endian, bom } => {
+            let mut out = Vec::with_capacity(text.len() * 2 + 2);
+            if bom {
+                out.extend_from_slice(&[0xFF, 0xFE]);
+            }
+            for u in text.encode_utf16() {
+                out.extend_from_slice(&if big_endian {
+                    u.to_be_bytes()
+                } else {
+                    u.to_le_bytes()
+                });
+            }
+            Ok(out)
+        }
+        Codec::Rs(enc) => {
+            let mut encoder = enc.output_encoding().new_encoder();
+            let mut out = Vec::with_capacity(text.len() + 16);
+            let mut rest = text;
+            loop {
+                let need = encoder
+                    .max_buffer_length_from_utf8_without_replacement(rest.len())
+                    .unwrap_or(rest.len() * 4 + 16);
+                out.reserve(need);
+                let (result, read) =
+                    encoder.encode_from_utf8_to_vec_without_replacement(rest, &mut out, true);
+                rest = &rest[read..];
+                match result {
+                    EncoderResult::InputEmpty => return Ok(out),
+                    EncoderResult::OutputFull => continue,
+                    EncoderResult::Unmappable(c) => match mode {
+                        0 => return Err(unmappable(c)),
+                        1 => out.push(b'?'),
+                        _ => {}
+                    },
+                }
+            }
+        }
+    }
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SplitArgs {
+    /// The file to split.
+    file_path: String,
+    /// The largest part, in bytes.
+    chunk_size: i64,
+    /// Where the parts go (created if missing); beside the file when absent.
+    #[serde(default)]
+    output_dir: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct MergeArgs {
+    /// The files to concatenate, in order.
+    parts: Vec<String>,
+    /// The file written (atomically).
+    target_path: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ConvertArgs {
+    /// The text file to read.
+    file_path: String,
+    /// The file to write.
+    target_path: String,
+    /// Its current encoding (Python codec name).
+    source_encoding: String,
+    /// The encoding to write.
+    target_encoding: String,
+    /// strict, replace or ignore.
+    #[serde(default = "default_strict")]
+    #[schemars(default = "default_strict")]
+    errors: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct LineCountArgs {
+    /// The text file.
+    file_path: String,
+    /// Its encoding.
+    #[serde(default = "default_utf8")]
+    #[schemars(default = "default_utf8")]
+    encoding: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct SedArgs {
+    /// The file edited in place.
+    file_path: String,
+    /// The text to find (a regular expression when `regex` is true).
+    pattern: String,
+    /// The replacement; with `regex`, `\1`, `\g<1>` and `\g<name>` refer to groups.
+    replacement: String,
+    /// Read `pattern` as a regular expression.
+    #[serde(default)]
+    #[schemars(default)]
+    regex: bool,
+    /// At most this many replacements; 0 replaces all.
+    #[serde(default)]
+    #[schemars(default)]
+    count: i64,
+    /// The file's encoding.
+    #[serde(default = "default_utf8")]
+    #[schemars(default = "default_utf8")]
+    encoding: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct PartsOut {
+    parts: Vec<String>,
+    count: usize,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct WrittenOut {
+    path: String,
+    bytes: u64,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct LinesOut {
+    path: String,
+    lines: u64,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct SedOut {
+    path: String,
+    /// How many replacements were made (0 leaves the file untouched).
+    replacements: u64,
+}
+
+/// The most parts FA_file_split writes: a tiny chunk_size on a big file is a mistake.
+const MAX_PARTS: u64 = 100_000;
+
+pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
+    let c = cfg.clone();
+    reg.add(
+        ToolMeta::new(
+            "FA_file_split",
+            "Split a file into chunk_size-byte parts named <name>.part000, .part001, …",
+        )
+        .destructive()
+        .timeout_s(1800),
+        move |ctx: ToolContext, a: SplitArgs| {
+            let c = c.clone();
+            async move {
+                if a.chunk_size <= 0 {
+                    return Err(ToolError::bad_argument(
+                        "chunk_size must be a positive number of bytes",
+                    ));
+                }
+                let src = c.existing_file(&a.file_path)?;
+                let out_dir = match &a.output_dir {
+                    Some(d) => c.target(d)?,
+                    None => src.parent().map(PathBuf::from).unwrap_or_default(),
+                };
+                let size = fs::metadata(&src).map_err(io_err(&a.file_path))?.len();
+                if size.div_ceil(a.chunk_size as u64) > MAX_PARTS {
+                    return Err(ToolError::bad_argument(format!(
+                        "chunk_size {} would make more than {MAX_PARTS} parts",
+                        a.chunk_size
+                    )));
+                }
+                blocking(move || {
+                    fs::create_dir_all(&out_dir)
+                        .map_err(io_err(a.output_dir.as_deref().unwrap_or(".")))?;
+                    let name = src
+                        .file_name()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned();
+                    let mut reader = File::open(&src).map_err(io_err(&a.file_path))?;
+                    let mut parts = Vec::new();
+                    let mut buf = vec![0u8; (a.chunk_size as usize).min(8 << 20)];
+                    loop {
+                        if ctx.is_cancelled() {
+                            return Err(ToolError::tool_failed("the call was cancelled"));
+                        }
+                        let mut left = a.chunk_size as u64;
+                        let part = out_dir.join(format!("{name}.part{:03}", parts.len()));
+                        let mut writer: Option<File> = None;
+                        while left > 0 {
+                            let want = (left as usize).min(buf.len());
+                            let n = reader
+                                .read(&mut buf[..want])
+                                .map_err(io_err(&a.file_path))?;
+                            if n == 0 {
+                                break;
+                            }
+                            if writer.is_none() {
+                                if part.is_symlink() {
+                                    fs::remove_file(&part).map_err(io_err(&show(&part)))?;
+                                }
+                                writer = Some(File::create(&part).map_err(io_err(&show(&part)))?);
+                            }
+                            if let Some(w) = writer.as_mut() {
+                                w.write_all(&buf[..n]).map_err(io_err(&show(&part)))?;
+                            }
+                            left -= n as u64;
+                        }
+                        if writer.is_none() {
+                            break;
+                        }
+                        parts.push(show(&part));
+                    }
+                    Ok(PartsOut {
+                        count: parts.len(),
+                        parts,
+                    })
+                })
+                .await
+            }
+        },
+    );
+
+    let c = cfg.clone();
+    reg.add(
+        ToolMeta::new(
+            "FA_file_merge",
+            "Concatenate files in order into one (written atomically).",
+        )
+        .destructive()
+        .timeout_s(1800),
+        move |_ctx, a: MergeArgs| {
+            let c = c.clone();
+            async move {
+                if a.parts.is_empty() {
+                    return Err(ToolError::bad_argument("parts must name at least one file"));
+                }
+                let parts = a
+                    .parts
+                    .iter()
+                    .map(|p| c.existing_file(p))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let target = c.target(&a.target_path)?;
+                blocking(move || {
+                    let dir = target.parent().map(PathBuf::from).unwrap_or_default();
+                    let tmp = dir.join(format!(".merge.{}.tmp", uuid::Uuid::new_v4().simple()));
+                    let result = (|| {
+                        let mut out = File::create(&tmp)?;
+                        let mut total = 0;
+                        for p in &parts {
+                            total += std::io::copy(&mut File::open(p)?, &mut out)?;
+                        }
+                        out.sync_data()?;
+                        fs::rename(&tmp, &target)?;
+                        Ok(total)
+                    })();
+                    let total = result.map_err(|e: std::io::Error| {
+                        let _ = fs::remove_file(&tmp);
+                        ToolError::io(&a.target_path, e)
+                    })?;
+                    Ok(WrittenOut {
+                        path: show(&target),
+                        bytes: total,
+                    })
+                })
+                .await
+            }
+        },
+    );
+
+    let c = cfg.clone();
+    reg.add(
+        ToolMeta::new(
+            "FA_encoding_convert",
+            "Re-encode a text file from one encoding to another.",
+        )
+        .destructive()
+        .timeout_s(300),
+        move |_ctx, a: ConvertArgs| {
+            let c = c.clone();
+            async move {
+                codec(&a.source_encoding)?;
+                codec(&a.target_encoding)?;
+                errors_mode(&a.errors)?;
+                let src = c.existing_file(&a.file_path)?;
+                let target = c.target(&a.target_path)?;
+                blocking(move || {
+                    let raw = fs::read(&src).map_err(io_err(&a.file_path))?;
+                    let text = decode_text(&raw, &a.source_encoding, &a.errors)?;
+                    let bytes = encode_text(&text, &a.target_encoding, &a.errors)?;
+                    write_atomic(&target, &a.target_path, &bytes)?;
+                    Ok(WrittenOut {
+                        path: show(&target),
+                        bytes: bytes.len() as u64,
+                    })
+                })
+                .await
+            }
+        },
+    );
+
+    let c = cfg.clone();
+    reg.add(
+        ToolMeta::new(
+            "FA_line_count",
+            "Count the lines of a text file (a final newline adds no line).",
+        )
+        .timeout_s(300),
+        move |_ctx, a: LineCountArgs| {
+            let c = c.clone();
+            async move {
+                codec(&a.encoding)?;
+                let src = c.existing_file(&a.file_path)?;
+                blocking(move || {
+                    let raw = fs::read(&src).map_err(io_err(&a.file_path))?;
+                    let text = decode_text(&raw, &a.encoding, "strict")?;
+                    let mut lines = text.bytes().filter(|&b| b == b'\n').count() as u64;
+                    if !text.is_empty() && !text.ends_with('\n') {
+                        lines += 1;
+                    }
+                    Ok(LinesOut {
+                        path: show(&src),
+                        lines,
+                    })
+                })
+                .await
+            }
+        },
+    );
+
+    let c = cfg.clone();
+    reg.add(
+        ToolMeta::new(
+            "FA_sed_replace",
+            "Replace text or regex matches in a file in place; answers the count.",
+        )
+        .destructive()
+        .timeout_s(300),
+        move |_ctx, a: SedArgs| {
+            let c = c.clone();
+            async move {
+                if a.count < 0 {
+                    return Err(ToolError::bad_argument("count must be >= 0"));
+                }
+                if a.pattern.is_empty() {
+                    return Err(ToolError::bad_argument("pattern must not be empty"));
+                }
+                codec(&a.encoding)?;
+                let re = if a.regex {
+                    Some(regex::Regex::new(&a.pattern).map_err(|e| {
+                        ToolError::bad_argument(format!(
+                            "pattern is not a valid regular expression: {e}"
+                        ))
+                    })?)
+                } else {
+                    None
+                };
+                let src = c.existing_file(&a.file_path)?;
+                blocking(move || {
+                    let raw = fs::read(&src).map_err(io_err(&a.file_path))?;
+                    let text = decode_text(&raw, &a.encoding, "strict")?;
+                    let limit = a.count as usize;
+                    let (new, hits) = match &re {
+                        Some(re) => {
+                            let found = re.find_iter(&text).count();
+                            let hits = if limit == 0 { found } else { found.min(limit) };
+                            let rep = python_replacement(&a.replacement);
+                            (re.replacen(&text, limit, rep.as_str()).into_owned(), hits)
+                        }
+                        None => {
+                            let found = text.matches(&a.pattern).count();
+                            let hits = if limit == 0 { found } else { found.min(limit) };
+                            (text.replacen(&a.pattern, &a.replacement, hits), hits)
+                        }
+                    };
+                    if hits > 0 {
+                        let bytes = encode_text(&new, &a.encoding, "strict")?;
+                        write_atomic(&src, &a.file_path, &bytes)?;
+                    }
+                    Ok(SedOut {
+                        path: show(&src),
+                        replacements: hits as u64,
+                    })
+                })
+                .await
+            }
+        },
+    );
+}
+
+/// Turns a Python `re.sub` replacement (`\1`, `\g<1>`, `\g<name>`, `\\`) into the regex crate's
+/// (`${1}`, `${name}`), escaping a literal `$`.
+pub(crate) fn python_replacement(rep: &str) -> String {
+    let mut out = String::with_capacity(rep.len());
+    let mut chars = rep.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '$' => out.push_str("$$"),
+            '\\' => match chars.peek().copied() {
+                Some(d) if d.is_ascii_digit() => {
+                    let mut n = String::new();
+                    while let Some(d) = chars.peek().copied().filter(char::is_ascii_digit) {
+                        n.push(d);
+                        chars.next();
+                        if n.len() == 2 {
+                            break;
+                        }
+                    }
+                    out.push_str(&format!("${{{n}}}"));
+                }
+                Some('g') => {
+                    chars.next();
+                    if chars.peek() == Some(&'<') {
+                        chars.next();
+                        let name: String = chars.by_ref().take_while(|&c| c != '>').collect();
+                        out.push_str(&format!("${{{name}}}"));
+                    } else {
+                        out.push_str("\\g");
+                    }
+                }
+                Some('n') => {
+                    chars.next();
+                    out.push('\n');
+                }
+                Some('t') => {
+                    chars.next();
+                    out.push('\t');
+                }
+                Some('\\') => {
+                    chars.next();
+                    out.push('\\');
+                }
+                _ => out.push('\\'),
+            },
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codecs_round_trip() {
+        for enc in [
+            "utf-8",
+            "latin-1",
+            "utf-16",
+            "utf-16-be",
+            "cp1252",
+            "shift_jis",
+            "gbk",
+        ] {
+            let text = if enc == "latin-1" || enc == "cp1252" {
+                "café"
+            } else {
+                "café 日本"
+            };
+            let text = if enc == "gbk" || enc == "shift_jis" {
+                "日本"
+            } else {
+                text
+            };
+            let bytes = encode_text(text, enc, "strict").unwrap();
+            assert_eq!(decode_text(&bytes, enc, "strict").unwrap(), text, "{enc}");
+        }
+        assert_eq!(encode_text("é", "latin-1", "strict").unwrap(), vec![0xE9]);
+        assert!(encode_text("日", "ascii", "strict").is_err());
+        assert_eq!(encode_text("a日", "ascii", "replace").unwrap(), b"a?");
+        assert_eq!(encode_text("a日", "cp1252", "ignore").unwrap(), b"a");
+        assert!(decode_text(&[0xFF, 0x41], "utf-8", "strict").is_err());
+        assert_eq!(decode_text(&[0xFF, 0x41], "utf-8", "ignore").unwrap(), "A");
+        assert!(codec("klingon").is_err());
+    }
+
+    #[test]
+    fn python_replacements() {
+        assert_eq!(
+            python_replacement(r"\1-\g<2>-\g<name>"),
+            "${1}-${2}-${name}"
+        );
+        assert_eq!(python_replacement("cost $5"), "cost $$5");
+    }
+}
