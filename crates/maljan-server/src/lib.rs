@@ -32,7 +32,7 @@ pub mod stdio;
 
 pub use context::{ProgressSink, ToolContext, blocking};
 pub use errors::{ErrorCode, ToolError};
-pub use http::{HttpOptions, serve_http};
+pub use http::{HttpOptions, router, router_with, serve_http, serve_http_with};
 pub use manifest::{Manifest, ManifestTool, Probe, Unavailable};
 pub use protocol::{McpHandler, tool_descriptors};
 pub use registry::{RegisteredTool, Registry, ToolMeta, parse_arguments};

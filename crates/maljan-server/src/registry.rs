@@ -213,9 +213,48 @@ fn generator() -> schemars::SchemaGenerator {
     settings.into_generator()
 }
 
+/// schemars marks integer widths with formats like `uint64`, which are not JSON Schema formats:
+/// validators such as Ajv warn on every call. The bounds (`minimum`) already say what matters.
+fn strip_numeric_formats(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            let numeric = map.get("format").and_then(Value::as_str).is_some_and(|f| {
+                matches!(
+                    f,
+                    "int8"
+                        | "int16"
+                        | "int32"
+                        | "int64"
+                        | "uint"
+                        | "uint8"
+                        | "uint16"
+                        | "uint32"
+                        | "uint64"
+                        | "float"
+                        | "double"
+                        | "int"
+                        | "uint128"
+                        | "int128"
+                )
+            });
+            if numeric {
+                map.remove("format");
+            }
+            map.values_mut().for_each(strip_numeric_formats);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_numeric_formats),
+        _ => {}
+    }
+}
+
+fn schema_value<T: JsonSchema>() -> Value {
+    let mut value = generator().into_root_schema_for::<T>().to_value();
+    strip_numeric_formats(&mut value);
+    value
+}
+
 fn input_schema_for<A: JsonSchema>() -> Map<String, Value> {
-    let schema = generator().into_root_schema_for::<A>();
-    let mut map = match schema.to_value() {
+    let mut map = match schema_value::<A>() {
         Value::Object(map) => map,
         _ => Map::new(),
     };
@@ -231,8 +270,7 @@ fn input_schema_for<A: JsonSchema>() -> Map<String, Value> {
 }
 
 fn output_schema_for<O: JsonSchema>() -> Option<Map<String, Value>> {
-    let schema = generator().into_root_schema_for::<O>();
-    match schema.to_value() {
+    match schema_value::<O>() {
         Value::Object(mut map) if map.get("type") == Some(&Value::String("object".into())) => {
             map.remove("$schema");
             map.remove("title");
@@ -291,6 +329,10 @@ mod tests {
         assert_eq!(s["properties"]["path"]["description"], "The file to read.");
         assert_eq!(s["properties"]["chunk_size"]["type"], "integer");
         assert_eq!(s["properties"]["chunk_size"]["default"], 1024);
+        assert!(
+            s["properties"]["chunk_size"].get("format").is_none(),
+            "numeric formats are stripped"
+        );
         assert_eq!(s["required"], serde_json::json!(["path"]));
         let mode = serde_json::to_string(&s["properties"]["mode"]).unwrap();
         assert!(mode.contains("fast") && mode.contains("slow"), "{mode}");

@@ -32,7 +32,9 @@ enum Command {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     init_logging();
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build();
     let runtime = match runtime {
         Ok(rt) => rt,
         Err(e) => {
@@ -61,7 +63,7 @@ fn main() -> std::process::ExitCode {
 /// Logs go to stderr only: on stdio, stdout carries nothing but protocol messages.
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("MALJAN_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

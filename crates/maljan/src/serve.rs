@@ -1,18 +1,240 @@
-//! `maljan serve` and `maljan tools`.
+//! `maljan serve files|analysis` and `maljan tools files|analysis`.
 
-use std::process::ExitCode;
+use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
 
-use clap::Args;
+use anyhow::{Context, bail};
+use clap::{Args, ValueEnum};
+use maljan_server::{HttpOptions, Registry, Roots, StdioOptions, ToolServer};
 
-#[derive(Args)]
-pub struct ServeArgs {}
-
-#[derive(Args)]
-pub struct ToolsArgs {}
-
-pub async fn serve(_args: ServeArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not built yet")
+#[derive(Clone, Copy, ValueEnum)]
+pub enum BuiltIn {
+    /// The file-automation actions (FA_*), as in the Python package automation-file.
+    Files,
+    /// Static analysis of a sample file.
+    Analysis,
 }
-pub fn tools(_args: ToolsArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not built yet")
+
+impl BuiltIn {
+    fn default_name(self) -> &'static str {
+        match self {
+            BuiltIn::Files => "maljan-files",
+            BuiltIn::Analysis => "maljan-analysis",
+        }
+    }
+}
+
+/// Which tools a server exposes and where they may reach.
+#[derive(Args)]
+pub struct PolicyArgs {
+    /// A directory the tools may touch (repeatable). Every path argument, after resolving `..`
+    /// and symlinks, must lie under one, else the call fails with path_outside_roots.
+    /// Default: the current directory.
+    #[arg(long = "root", value_name = "DIR")]
+    pub roots: Vec<PathBuf>,
+    /// Expose only these tools (exact names, comma-separated).
+    #[arg(long, value_name = "A,B", value_delimiter = ',')]
+    pub allowed_actions: Vec<String>,
+    /// Neither list nor allow tools that can overwrite or delete.
+    #[arg(long)]
+    pub read_only: bool,
+    /// Let FA_download_file reach loopback addresses (for local tests only; off by default).
+    #[arg(long, hide = true)]
+    pub allow_loopback_downloads: bool,
+    /// Directory of YARA rules for yara_scan (analysis).
+    #[arg(long, value_name = "DIR", env = "MALJAN_YARA_RULES")]
+    pub rules_dir: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// Which built-in server to run.
+    pub server: BuiltIn,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// The name the server gives in initialize's serverInfo.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The version the server gives in serverInfo (default: maljan's version).
+    #[arg(
+        long = "server-version",
+        visible_alias = "version-string",
+        value_name = "VERSION"
+    )]
+    pub server_version: Option<String>,
+    /// Serve streamable HTTP on this address (e.g. 127.0.0.1:8765) at /mcp instead of stdio.
+    /// A bare port means 127.0.0.1:PORT.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<String>,
+    /// Accepted Host header values when serving HTTP (repeatable).
+    #[arg(long = "allowed-host", value_name = "HOST")]
+    pub allowed_hosts: Vec<String>,
+    /// Accepted browser Origins when serving HTTP (repeatable), e.g. https://app.example:443.
+    #[arg(long = "allowed-origin", value_name = "ORIGIN")]
+    pub allowed_origins: Vec<String>,
+    /// A file holding the bearer token every HTTP request must carry.
+    #[arg(long, value_name = "FILE")]
+    pub auth_token_file: Option<PathBuf>,
+    /// Answer HTTP POSTs with application/json instead of an SSE stream where possible.
+    #[arg(long)]
+    pub json_response: bool,
+    /// The longest message accepted, in bytes.
+    #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]
+    pub max_message_bytes: usize,
+}
+
+#[derive(Args)]
+pub struct ToolsArgs {
+    /// Which built-in server's tools to print.
+    pub server: BuiltIn,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+}
+
+/// Builds the registry for a built-in server under a policy; unknown allowed names stop here.
+pub fn build_server(
+    which: BuiltIn,
+    policy: &PolicyArgs,
+    name: Option<String>,
+    version: Option<String>,
+) -> anyhow::Result<Arc<ToolServer>> {
+    let roots = if policy.roots.is_empty() {
+        Roots::new([std::env::current_dir().context("cannot read the current directory")?])?
+    } else {
+        Roots::new(&policy.roots)?
+    };
+    let mut registry: Registry = match which {
+        BuiltIn::Files => maljan_files::registry(maljan_files::FilesConfig {
+            roots,
+            allow_loopback_downloads: policy.allow_loopback_downloads,
+        }),
+        BuiltIn::Analysis => maljan_analysis::registry(maljan_analysis::AnalysisConfig {
+            roots,
+            rules_dir: policy.rules_dir.clone(),
+        }),
+    };
+    if !policy.allowed_actions.is_empty() {
+        check_allowed(&registry, &policy.allowed_actions)?;
+        let allowed = policy.allowed_actions.clone();
+        registry.retain(|meta| allowed.iter().any(|a| a == &meta.name));
+    }
+    if policy.read_only {
+        registry.retain(|meta| !meta.destructive);
+    }
+    let name = name.unwrap_or_else(|| which.default_name().to_string());
+    let version = version.unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string());
+    Ok(ToolServer::new(name, version, registry))
+}
+
+/// Every allowed name must be a real tool: a typo would otherwise silently expose nothing.
+fn check_allowed(registry: &Registry, allowed: &[String]) -> anyhow::Result<()> {
+    let mut problems = Vec::new();
+    for name in allowed {
+        if registry.get(name).is_none() {
+            let mut near: Vec<(usize, &str)> = registry
+                .names()
+                .map(|real| {
+                    (
+                        edit_distance(&name.to_lowercase(), &real.to_lowercase()),
+                        real,
+                    )
+                })
+                .collect();
+            near.sort();
+            let suggestions: Vec<&str> = near.iter().take(3).map(|(_, n)| *n).collect();
+            problems.push(format!(
+                "unknown action '{name}' (nearest: {})",
+                suggestions.join(", ")
+            ));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        bail!("--allowed-actions: {}", problems.join("; "))
+    }
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+fn parse_addr(text: &str) -> anyhow::Result<SocketAddr> {
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    text.parse()
+        .with_context(|| format!("--http {text}: expected HOST:PORT, e.g. 127.0.0.1:8765"))
+}
+
+pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let server = build_server(args.server, &args.policy, args.name, args.server_version)?;
+    match &args.http {
+        None => {
+            maljan_server::serve_stdio(
+                server,
+                StdioOptions {
+                    max_line_bytes: args.max_message_bytes,
+                },
+            )
+            .await?;
+        }
+        Some(addr) => {
+            let mut options = HttpOptions::new(parse_addr(addr)?);
+            options.allowed_hosts = args.allowed_hosts;
+            options.allowed_origins = args.allowed_origins;
+            options.max_body_bytes = args.max_message_bytes;
+            options.json_response = args.json_response;
+            options.auth_token = read_token(args.auth_token_file.as_deref())?;
+            maljan_server::serve_http(server, options, Default::default()).await?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The bearer token comes from a file or MALJAN_AUTH_TOKEN, never from the command line, where
+/// other users could read it.
+fn read_token(file: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
+    if let Some(file) = file {
+        let token = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read --auth-token-file {}", file.display()))?;
+        let token = token.trim().to_string();
+        if token.is_empty() {
+            bail!("--auth-token-file {} is empty", file.display());
+        }
+        return Ok(Some(token));
+    }
+    Ok(std::env::var("MALJAN_AUTH_TOKEN")
+        .ok()
+        .filter(|t| !t.trim().is_empty())
+        .map(|t| t.trim().to_string()))
+}
+
+pub fn tools(args: ToolsArgs) -> anyhow::Result<ExitCode> {
+    let server = build_server(args.server, &args.policy, None, None)?;
+    let descriptors = maljan_server::tool_descriptors(&server);
+    println!("{}", serde_json::to_string_pretty(&descriptors)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::edit_distance;
+
+    #[test]
+    fn edit_distance_counts_edits() {
+        assert_eq!(edit_distance("fa_copy_fil", "fa_copy_file"), 1);
+        assert_eq!(edit_distance("abc", "abc"), 0);
+        assert_eq!(edit_distance("", "ab"), 2);
+    }
 }

@@ -1,0 +1,222 @@
+//! `maljan serve files` and `maljan tools files` flags, through the real binary on stdio.
+
+mod common;
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    process::{Command, Stdio},
+    time::Duration,
+};
+
+use common::*;
+use serde_json::{Value, json};
+
+/// Sends lines to `maljan serve files ARGS` on stdio, closes stdin, returns stdout lines and stderr.
+fn session(args: &[&str], lines: &[Value]) -> (Vec<Value>, String) {
+    let mut child = Command::new(maljan())
+        .args(["serve", "files"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut out = Vec::new();
+    let mut reader = stdout.lines();
+    let requests = lines.iter().filter(|l| l.get("id").is_some()).count();
+    for line in lines {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    stdin.flush().unwrap();
+    while out.len() < requests {
+        let line = reader.next().expect("server closed stdout early").unwrap();
+        // Every stdout line must be a JSON-RPC message: nothing else may reach stdout.
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("non-protocol stdout line ({e}): {line}"));
+        assert_eq!(v["jsonrpc"], "2.0", "{line}");
+        out.push(v);
+    }
+    drop(stdin);
+    let output = child.wait_with_output().unwrap();
+    (out, String::from_utf8_lossy(&output.stderr).to_string())
+}
+
+fn init() -> Value {
+    json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}})
+}
+
+fn list() -> Value {
+    json!({"jsonrpc":"2.0","id":1,"method":"tools/list"})
+}
+
+fn call(id: i64, name: &str, args: Value) -> Value {
+    json!({"jsonrpc":"2.0","id":id,"method":"tools/call","params":{"name":name,"arguments":args}})
+}
+
+fn names(list_response: &Value) -> Vec<String> {
+    list_response["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn error_code(response: &Value) -> String {
+    let text = response["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    let v: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+    v["error"]["code"].as_str().unwrap_or_default().to_string()
+}
+
+#[test]
+fn name_and_version_flags_and_startup_log() {
+    let root = scratch_root();
+    let (out, stderr) = session(
+        &[
+            "--root",
+            root.path().to_str().unwrap(),
+            "--name",
+            "my-files",
+            "--server-version",
+            "7.7.7",
+        ],
+        &[
+            init(),
+            json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+            list(),
+        ],
+    );
+    assert_eq!(out[0]["result"]["serverInfo"]["name"], "my-files");
+    assert_eq!(out[0]["result"]["serverInfo"]["version"], "7.7.7");
+    let count = names(&out[1]).len();
+    assert!(
+        stderr.contains("my-files") && stderr.contains(&format!("tools={count}")),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn read_only_hides_and_refuses_destructive_tools() {
+    let root = scratch_root();
+    let r = root.path().to_str().unwrap();
+    let target = format!("{r}/hello.txt");
+    let (out, _) = session(
+        &["--root", r, "--read-only"],
+        &[
+            init(),
+            list(),
+            call(2, "FA_remove_file", json!({"file_path": target})),
+        ],
+    );
+    let listed = names(&out[1]);
+    assert!(
+        !listed
+            .iter()
+            .any(|n| n == "FA_remove_file" || n == "FA_copy_file"),
+        "{listed:?}"
+    );
+    assert!(listed.iter().any(|n| n == "FA_file_checksum"));
+    let refused = &out[2];
+    let said = refused.to_string();
+    assert!(
+        refused.get("error").is_some() || refused["result"]["isError"] == true,
+        "{said}"
+    );
+    assert!(said.contains("FA_remove_file"), "{said}");
+    assert!(
+        root.path().join("hello.txt").exists(),
+        "the file was removed under --read-only"
+    );
+}
+
+#[test]
+fn allowed_actions_limits_the_list_exactly() {
+    let root = scratch_root();
+    let (out, _) = session(
+        &[
+            "--root",
+            root.path().to_str().unwrap(),
+            "--allowed-actions",
+            "FA_file_checksum,FA_list_dir",
+        ],
+        &[init(), list()],
+    );
+    let mut listed = names(&out[1]);
+    listed.sort();
+    assert_eq!(listed, ["FA_file_checksum", "FA_list_dir", "capabilities"]);
+}
+
+#[test]
+fn an_unknown_allowed_action_stops_startup_naming_the_nearest() {
+    let out = run(
+        Command::new(maljan()).args(["serve", "files", "--allowed-actions", "FA_file_cheksum"]),
+        Duration::from_secs(20),
+    );
+    assert!(!out.status.success());
+    let all = text(&out);
+    assert!(
+        all.contains("FA_file_cheksum") && all.contains("FA_file_checksum"),
+        "{all}"
+    );
+}
+
+#[test]
+fn paths_outside_the_roots_are_refused() {
+    let root = scratch_root();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret"), b"s").unwrap();
+    std::os::unix::fs::symlink(outside.path(), root.path().join("link")).unwrap();
+    let r = root.path().to_str().unwrap();
+    let (out, _) = session(
+        &["--root", r],
+        &[
+            init(),
+            call(1, "FA_file_checksum", json!({"path": "/etc/hostname"})),
+            call(2, "FA_file_checksum", json!({"path": format!("{r}/../x")})),
+            call(
+                3,
+                "FA_file_checksum",
+                json!({"path": format!("{r}/link/secret")}),
+            ),
+            call(
+                4,
+                "FA_copy_file",
+                json!({"file_path": format!("{r}/hello.txt"), "target_path": format!("{r}/link/copied")}),
+            ),
+        ],
+    );
+    for response in &out[1..] {
+        assert_eq!(error_code(response), "path_outside_roots", "{response}");
+    }
+    assert!(!outside.path().join("copied").exists());
+}
+
+#[test]
+fn tools_command_prints_the_tools_list_descriptors() {
+    let out = run(
+        Command::new(maljan()).args(["tools", "files", "--read-only"]),
+        Duration::from_secs(20),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let tools: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tools = tools.as_array().unwrap();
+    let checksum = tools
+        .iter()
+        .find(|t| t["name"] == "FA_file_checksum")
+        .unwrap();
+    assert_eq!(checksum["inputSchema"]["type"], "object");
+    assert_eq!(
+        checksum["inputSchema"]["properties"]["algorithm"]["default"],
+        "sha256"
+    );
+    assert_eq!(checksum["annotations"]["readOnlyHint"], true);
+    assert!(
+        !tools
+            .iter()
+            .any(|t| t["annotations"]["destructiveHint"] == true)
+    );
+}
