@@ -1,6 +1,7 @@
 //! The `maljan` command: argument parsing, wiring and printing only. Everything a library user
 //! could want lives in the crates (maljan-server, maljan-files, maljan-analysis, maljan-client).
 
+mod analyze;
 mod client_cmds;
 mod serve;
 
@@ -16,6 +17,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Analyse one sample with every configured tool server and write a report (the main job).
+    Analyze(analyze::AnalyzeArgs),
     /// Serve a built-in tool server over stdio (default) or streamable HTTP (--http ADDR).
     Serve(serve::ServeArgs),
     /// Print a built-in server's tool descriptors exactly as tools/list gives them, as JSON.
@@ -44,6 +47,7 @@ fn main() -> std::process::ExitCode {
     };
     let result = runtime.block_on(async move {
         match cli.command {
+            Command::Analyze(args) => analyze::analyze(args).await,
             Command::Serve(args) => serve::serve(args).await,
             Command::Tools(args) => serve::tools(args),
             Command::Servers(cmd) => client_cmds::servers(cmd).await,
