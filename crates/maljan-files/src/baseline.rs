@@ -1,14 +1,12 @@
 //! Integrity baselines (automation-file's FA_integrity_*): snapshot a tree, store it as the
-//! approved state, report drift against it, and watch it on an interval as a background task of
-//! the server (start/stop/status).
+//! approved state, and report drift against it (watches are in `watch`).
 
 use std::{
     collections::{BTreeMap, HashMap},
     fs,
     os::unix::fs::PermissionsExt,
-    path::{Path, PathBuf},
-    sync::{Arc, Mutex},
-    time::Duration,
+    path::Path,
+    sync::Arc,
 };
 
 use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, blocking};
@@ -49,12 +47,12 @@ pub(crate) struct Snapshot {
     root: String,
     #[serde(default)]
     backend: String,
-    algorithm: String,
+    pub(crate) algorithm: String,
     entries: Vec<Entry>,
 }
 
 #[derive(Serialize, JsonSchema, Clone)]
-struct Change {
+pub(crate) struct Change {
     /// created, modified, deleted, renamed, metadata_changed or permission_changed.
     kind: &'static str,
     path: String,
@@ -66,19 +64,19 @@ struct Change {
 }
 
 #[derive(Serialize, JsonSchema, Clone)]
-struct DriftReport {
+pub(crate) struct DriftReport {
     target: String,
     baseline: String,
     backend: String,
     algorithm: String,
     /// True when nothing differs from the baseline.
-    ok: bool,
+    pub(crate) ok: bool,
     deep: bool,
     partial: bool,
     checked: usize,
     hashed: usize,
     counts: BTreeMap<String, usize>,
-    changes: Vec<Change>,
+    pub(crate) changes: Vec<Change>,
     notes: Vec<String>,
     verified_at: String,
 }
@@ -93,38 +91,6 @@ struct StoredOut {
     /// Files recorded.
     entries: usize,
 }
-
-#[derive(Serialize, JsonSchema, Clone)]
-struct WatchStatus {
-    name: String,
-    target: String,
-    baseline: String,
-    algorithm: String,
-    interval: f64,
-    running: bool,
-    last_run: Option<String>,
-    last_error: Option<String>,
-    last_report: Option<DriftReport>,
-}
-
-#[derive(Serialize, JsonSchema)]
-struct StatusList {
-    monitors: Vec<WatchStatus>,
-}
-
-/// A running watch: its task and what it last found.
-pub(crate) struct Watch {
-    task: tokio::task::JoinHandle<()>,
-    status: Arc<Mutex<WatchStatus>>,
-}
-
-impl Drop for Watch {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-pub(crate) type Watches = Mutex<HashMap<String, Watch>>;
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -162,10 +128,6 @@ struct AcceptArgs {
 fn default_true() -> bool {
     true
 }
-fn default_interval() -> f64 {
-    60.0
-}
-
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct VerifyArgs {
@@ -179,42 +141,12 @@ struct VerifyArgs {
     deep: bool,
 }
 
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct StatusArgs {
-    /// One monitor's name; every monitor when absent.
-    #[serde(default)]
-    name: Option<String>,
-}
-
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct WatchStartArgs {
-    /// The monitor's name (unique while it runs).
-    name: String,
-    /// The directory watched.
-    target: String,
-    /// The baseline file (create it first with FA_integrity_baseline).
-    baseline: String,
-    /// Seconds between verifications.
-    #[serde(default = "default_interval")]
-    #[schemars(default = "default_interval")]
-    interval: f64,
-}
-
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct NameArgs {
-    /// The monitor's name.
-    name: String,
-}
-
 /// automation-file writes storage URIs; a local one is a path here.
-fn local(path: &str) -> &str {
+pub(crate) fn local(path: &str) -> &str {
     path.strip_prefix("local://").unwrap_or(path)
 }
 
-fn iso(t: std::time::SystemTime) -> String {
+pub(crate) fn iso(t: std::time::SystemTime) -> String {
     chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339()
 }
 
@@ -280,7 +212,7 @@ fn take(
     Ok((snapshot, hashed))
 }
 
-fn load_baseline(path: &Path, given: &str) -> Result<Snapshot, ToolError> {
+pub(crate) fn load_baseline(path: &Path, given: &str) -> Result<Snapshot, ToolError> {
     let text = fs::read_to_string(path).map_err(|e| {
         ToolError::io(given, e)
             .with_remediation("create the baseline first with FA_integrity_baseline")
@@ -310,7 +242,7 @@ fn stored(s: &Snapshot, baseline: &Path) -> StoredOut {
     }
 }
 
-fn verify(
+pub(crate) fn verify(
     root: &Path,
     baseline_path: &Path,
     deep: bool,
@@ -557,142 +489,4 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             }
         },
     );
-
-    let c = cfg.clone();
-    reg.add(
-        ToolMeta::new(
-            "FA_integrity_watch_start",
-            "Start a named monitor that verifies a directory against its baseline every `interval` seconds, in the background.",
-        )
-        .writes()
-        .not_idempotent()
-        .timeout_s(30),
-        move |_ctx, a: WatchStartArgs| {
-            let c = c.clone();
-            async move {
-                if a.name.trim().is_empty() {
-                    return Err(ToolError::bad_argument("an integrity monitor needs a name"));
-                }
-                if !a.interval.is_finite() || a.interval < 0.1 || a.interval > 86_400.0 * 365.0 {
-                    return Err(ToolError::bad_argument("interval must be between 0.1 seconds and a year"));
-                }
-                let root = c.existing_dir(local(&a.target))?;
-                let baseline = c.existing_file(local(&a.baseline))?;
-                let base = load_baseline(&baseline, &a.baseline)?;
-                let mut watches = c.watches.lock().unwrap_or_else(|p| p.into_inner());
-                if watches.get(&a.name).is_some_and(|w| !w.task.is_finished()) {
-                    return Err(ToolError::bad_argument(format!("an integrity monitor named '{}' is already running", a.name)));
-                }
-                let status = Arc::new(Mutex::new(WatchStatus {
-                    name: a.name.clone(),
-                    target: show(&root),
-                    baseline: show(&baseline),
-                    algorithm: base.algorithm,
-                    interval: a.interval,
-                    running: true,
-                    last_run: None,
-                    last_error: None,
-                    last_report: None,
-                }));
-                let task = tokio::spawn(watch_loop(root, baseline, Duration::from_secs_f64(a.interval), status.clone()));
-                let snapshot = status.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                watches.insert(a.name, Watch { task, status });
-                Ok(snapshot)
-            }
-        },
-    );
-
-    let c = cfg.clone();
-    reg.add(
-        ToolMeta::new(
-            "FA_integrity_watch_stop",
-            "Stop a named integrity monitor and answer its last status.",
-        )
-        .writes()
-        .timeout_s(30),
-        move |_ctx, a: NameArgs| {
-            let c = c.clone();
-            async move {
-                let watch = c
-                    .watches
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&a.name);
-                let Some(watch) = watch else {
-                    return Err(ToolError::bad_argument(format!(
-                        "no integrity monitor named '{}'",
-                        a.name
-                    ))
-                    .with_remediation("FA_integrity_status lists the running monitors"));
-                };
-                watch.task.abort();
-                let mut status = watch
-                    .status
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone();
-                status.running = false;
-                Ok(status)
-            }
-        },
-    );
-
-    let c = cfg.clone();
-    reg.add(
-        ToolMeta::new(
-            "FA_integrity_status",
-            "The status of one named integrity monitor, or of all of them.",
-        )
-        .timeout_s(10),
-        move |_ctx, a: StatusArgs| {
-            let c = c.clone();
-            async move {
-                let watches = c.watches.lock().unwrap_or_else(|p| p.into_inner());
-                let view = |w: &Watch| {
-                    let mut s = w.status.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                    s.running = !w.task.is_finished();
-                    s
-                };
-                let monitors = match &a.name {
-                    Some(n) => vec![view(watches.get(n).ok_or_else(|| {
-                        ToolError::bad_argument(format!("no integrity monitor named '{n}'"))
-                    })?)],
-                    None => {
-                        let mut all: Vec<WatchStatus> = watches.values().map(view).collect();
-                        all.sort_by(|x, y| x.name.cmp(&y.name));
-                        all
-                    }
-                };
-                Ok(StatusList { monitors })
-            }
-        },
-    );
-}
-
-async fn watch_loop(
-    root: PathBuf,
-    baseline: PathBuf,
-    interval: Duration,
-    status: Arc<Mutex<WatchStatus>>,
-) {
-    loop {
-        let (r, b) = (root.clone(), baseline.clone());
-        let result = blocking(move || verify(&r, &b, false, &|| false)).await;
-        {
-            let mut s = status.lock().unwrap_or_else(|p| p.into_inner());
-            s.last_run = Some(iso(std::time::SystemTime::now()));
-            match result {
-                Ok(report) => {
-                    if !report.ok {
-                        // Drift is worth a log line; paths and contents are not logged.
-                        tracing::warn!(monitor = %s.name, changes = report.changes.len(), "integrity drift found");
-                    }
-                    s.last_error = None;
-                    s.last_report = Some(report);
-                }
-                Err(e) => s.last_error = Some(e.to_string()),
-            }
-        }
-        tokio::time::sleep(interval).await;
-    }
 }

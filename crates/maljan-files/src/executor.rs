@@ -4,12 +4,9 @@
 //! (`ToolContext::invoke`), so --read-only, --allowed-actions and root confinement apply to it
 //! exactly as to a direct call.
 
-use std::{
-    collections::{BTreeMap, HashMap, HashSet, VecDeque},
-    sync::Arc,
-};
+use std::sync::Arc;
 
-use futures::{StreamExt, stream::FuturesUnordered};
+use futures::StreamExt;
 use maljan_server::{Registry, ToolContext, ToolError, ToolMeta};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -49,9 +46,6 @@ struct ExecuteArgs {
 fn default_workers() -> i64 {
     4
 }
-fn default_true() -> bool {
-    true
-}
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -68,33 +62,6 @@ struct ParallelArgs {
     dry_run: bool,
 }
 
-#[derive(Deserialize, JsonSchema, Clone)]
-#[serde(deny_unknown_fields)]
-struct Node {
-    /// The node's unique id.
-    id: String,
-    /// One action: `["FA_name", {kwargs}]`.
-    action: Value,
-    /// Ids of the nodes that must finish first.
-    #[serde(default)]
-    depends_on: Vec<String>,
-}
-
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct DagArgs {
-    /// The nodes: `{"id", "action": ["FA_name", {kwargs}], "depends_on": [ids]}`.
-    nodes: Vec<Node>,
-    /// How many nodes run at once (1 to 64).
-    #[serde(default = "default_workers")]
-    #[schemars(default = "default_workers")]
-    max_workers: i64,
-    /// Skip every node that depends, directly or not, on a failed one.
-    #[serde(default = "default_true")]
-    #[schemars(default = "default_true")]
-    fail_fast: bool,
-}
-
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct ValidateArgs {
@@ -109,63 +76,20 @@ struct FilesArgs {
     execute_files_list: Vec<String>,
 }
 
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct IfExistsArgs {
-    /// The path tested.
-    path: String,
-    /// Actions run when it exists.
-    #[serde(default)]
-    then: Option<Vec<Value>>,
-    /// Actions run when it does not.
-    #[serde(default)]
-    else_: Option<Vec<Value>>,
-}
-
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct IfNewerArgs {
-    /// The path tested (missing: not newer).
-    path: String,
-    /// The path compared with (missing: `path` wins).
-    reference: String,
-    /// Actions run when `path` was modified after `reference`.
-    #[serde(default)]
-    then: Option<Vec<Value>>,
-    /// Actions run otherwise.
-    #[serde(default)]
-    else_: Option<Vec<Value>>,
-}
-
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct IfSizeArgs {
-    /// The file tested.
-    path: String,
-    /// `then` runs when the file is strictly larger than this many bytes.
-    bytes_threshold: i64,
-    /// Actions run when it is larger.
-    #[serde(default)]
-    then: Option<Vec<Value>>,
-    /// Actions run otherwise (also when it is missing).
-    #[serde(default)]
-    else_: Option<Vec<Value>>,
-}
-
 #[derive(Serialize, JsonSchema, Clone)]
-struct Step {
-    index: usize,
-    action: String,
+pub(crate) struct Step {
+    pub(crate) index: usize,
+    pub(crate) action: String,
     /// ok, failed, dry_run or skipped.
-    status: &'static str,
+    pub(crate) status: &'static str,
     /// What the action answered.
-    result: Option<Value>,
+    pub(crate) result: Option<Value>,
     /// `{"code","message","remediation"}` when it failed.
-    error: Option<Value>,
+    pub(crate) error: Option<Value>,
 }
 
 #[derive(Serialize, JsonSchema)]
-struct ExecOut {
+pub(crate) struct ExecOut {
     results: Vec<Step>,
     succeeded: usize,
     failed: usize,
@@ -177,31 +101,15 @@ struct FilesOut {
 }
 
 #[derive(Serialize, JsonSchema)]
-struct DagOut {
-    /// Node id → its step.
-    results: BTreeMap<String, Step>,
-    succeeded: usize,
-    failed: usize,
-    skipped: usize,
-}
-
-#[derive(Serialize, JsonSchema)]
 struct ValidateOut {
     /// The action names, in order.
     actions: Vec<String>,
 }
 
-#[derive(Serialize, JsonSchema)]
-struct CondOut {
-    matched: bool,
-    /// The branch that ran; null when that branch was empty.
-    results: Option<ExecOut>,
-}
-
 /// One parsed action: its name and keyword arguments.
-struct Action {
-    name: String,
-    args: Map<String, Value>,
+pub(crate) struct Action {
+    pub(crate) name: String,
+    pub(crate) args: Map<String, Value>,
 }
 
 fn actions_of(list: ActionList) -> Result<Vec<Value>, ToolError> {
@@ -241,7 +149,7 @@ fn kind(v: &Value) -> &'static str {
 
 impl Config {
     /// Parses one action and checks that the server serves it.
-    fn parse_action(
+    pub(crate) fn parse_action(
         &self,
         ctx: &ToolContext,
         v: &Value,
@@ -291,7 +199,7 @@ impl Config {
     }
 }
 
-fn step_of(index: usize, name: String, outcome: Result<Value, ToolError>) -> Step {
+pub(crate) fn step_of(index: usize, name: String, outcome: Result<Value, ToolError>) -> Step {
     match outcome {
         Ok(v) => Step {
             index,
@@ -322,7 +230,7 @@ fn summary(results: Vec<Step>) -> ExecOut {
 
 /// Runs actions one after another; a failing action is recorded and the list goes on, as in
 /// automation-file.
-async fn run_list(
+pub(crate) async fn run_list(
     cfg: &Config,
     ctx: &ToolContext,
     list: Vec<Value>,
@@ -357,11 +265,11 @@ async fn run_list(
     Ok(summary(results))
 }
 
-fn name_hint(v: &Value) -> String {
+pub(crate) fn name_hint(v: &Value) -> String {
     v.get(0).and_then(Value::as_str).unwrap_or("?").to_string()
 }
 
-fn workers(n: i64) -> Result<usize, ToolError> {
+pub(crate) fn workers(n: i64) -> Result<usize, ToolError> {
     if !(1..=64).contains(&n) {
         return Err(ToolError::bad_argument(
             "max_workers must be between 1 and 64",
@@ -485,19 +393,6 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
 
     let c = cfg.clone();
     reg.add(
-        meta(
-            "FA_execute_action_dag",
-            "Run actions as a dependency graph: each node starts when its depends_on have finished, independent ones in parallel.",
-            3600,
-        ),
-        move |ctx: ToolContext, a: DagArgs| {
-            let c = c.clone();
-            async move { run_dag(&c, &ctx, a).await }
-        },
-    );
-
-    let c = cfg.clone();
-    reg.add(
         ToolMeta::new(
             "FA_validate",
             "Check an action list without running it: its shape and that every action is served.",
@@ -542,225 +437,6 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             }
         },
     );
-
-    let c = cfg.clone();
-    reg.add(
-        meta(
-            "FA_if_exists",
-            "Run the `then` actions when a path exists, else the `else_` actions.",
-            3600,
-        ),
-        move |ctx: ToolContext, a: IfExistsArgs| {
-            let c = c.clone();
-            async move {
-                let matched = c.roots.resolve(&a.path)?.symlink_metadata().is_ok();
-                branch(&c, &ctx, matched, a.then, a.else_).await
-            }
-        },
-    );
-
-    let c = cfg.clone();
-    reg.add(
-        meta(
-            "FA_if_newer",
-            "Run the `then` actions when a path was modified after a reference path, else `else_`.",
-            3600,
-        ),
-        move |ctx: ToolContext, a: IfNewerArgs| {
-            let c = c.clone();
-            async move {
-                let mtime =
-                    |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-                let path = mtime(&c.roots.resolve(&a.path)?);
-                let reference = mtime(&c.roots.resolve(&a.reference)?);
-                let matched = match (path, reference) {
-                    (None, _) => false,
-                    (Some(_), None) => true,
-                    (Some(p), Some(r)) => p > r,
-                };
-                branch(&c, &ctx, matched, a.then, a.else_).await
-            }
-        },
-    );
-
-    let c = cfg.clone();
-    reg.add(
-        meta(
-            "FA_if_size_gt",
-            "Run the `then` actions when a file is larger than bytes_threshold, else `else_`.",
-            3600,
-        ),
-        move |ctx: ToolContext, a: IfSizeArgs| {
-            let c = c.clone();
-            async move {
-                if a.bytes_threshold < 0 {
-                    return Err(ToolError::bad_argument("bytes_threshold must be >= 0"));
-                }
-                let path = c.roots.resolve(&a.path)?;
-                let matched = std::fs::metadata(&path)
-                    .is_ok_and(|m| m.is_file() && m.len() > a.bytes_threshold as u64);
-                branch(&c, &ctx, matched, a.then, a.else_).await
-            }
-        },
-    );
-}
-
-async fn branch(
-    c: &Config,
-    ctx: &ToolContext,
-    matched: bool,
-    then: Option<Vec<Value>>,
-    else_: Option<Vec<Value>>,
-) -> Result<CondOut, ToolError> {
-    let chosen = if matched { then } else { else_ };
-    let results = match chosen {
-        Some(list) if !list.is_empty() => Some(run_list(c, ctx, list, false, false).await?),
-        _ => None,
-    };
-    Ok(CondOut { matched, results })
-}
-
-async fn run_dag(c: &Config, ctx: &ToolContext, a: DagArgs) -> Result<DagOut, ToolError> {
-    let n = workers(a.max_workers)?;
-    if a.nodes.is_empty() {
-        return Err(ToolError::bad_argument("nodes is empty"));
-    }
-    let mut ids = HashSet::new();
-    for node in &a.nodes {
-        if !ids.insert(node.id.clone()) {
-            return Err(ToolError::bad_argument(format!(
-                "duplicate node id '{}'",
-                node.id
-            )));
-        }
-    }
-    let mut dependents: HashMap<&str, Vec<&str>> = HashMap::new();
-    let mut indegree: HashMap<&str, usize> = HashMap::new();
-    for node in &a.nodes {
-        indegree.entry(&node.id).or_insert(0);
-        for d in &node.depends_on {
-            if !ids.contains(d) {
-                return Err(ToolError::bad_argument(format!(
-                    "node '{}' depends on unknown node '{d}'",
-                    node.id
-                )));
-            }
-            dependents.entry(d).or_default().push(&node.id);
-            *indegree.entry(&node.id).or_insert(0) += 1;
-        }
-    }
-    // Cycle check before anything runs.
-    {
-        let mut deg = indegree.clone();
-        let mut queue: VecDeque<&str> = deg
-            .iter()
-            .filter(|(_, d)| **d == 0)
-            .map(|(k, _)| *k)
-            .collect();
-        let mut seen = 0;
-        while let Some(id) = queue.pop_front() {
-            seen += 1;
-            for dep in dependents.get(id).into_iter().flatten() {
-                let e = deg.get_mut(dep).expect("every node has a degree");
-                *e -= 1;
-                if *e == 0 {
-                    queue.push_back(dep);
-                }
-            }
-        }
-        if seen != a.nodes.len() {
-            return Err(ToolError::bad_argument(
-                "the nodes' depends_on form a cycle",
-            ));
-        }
-    }
-    let by_id: HashMap<&str, (usize, &Node)> = a
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.id.as_str(), (i, n)))
-        .collect();
-    let mut results: BTreeMap<String, Step> = BTreeMap::new();
-    let mut ready: VecDeque<&str> = a
-        .nodes
-        .iter()
-        .filter(|n| indegree[n.id.as_str()] == 0)
-        .map(|n| n.id.as_str())
-        .collect();
-    let mut running = FuturesUnordered::new();
-    loop {
-        while running.len() < n {
-            let Some(id) = ready.pop_front() else { break };
-            if results.contains_key(id) {
-                continue;
-            }
-            let (index, node) = by_id[id];
-            let parsed = c.parse_action(ctx, &node.action, index);
-            let ctx = ctx.clone();
-            running.push(async move {
-                let step = match parsed {
-                    Err(e) => step_of(index, name_hint(&node.action), Err(e)),
-                    Ok(act) => step_of(
-                        index,
-                        act.name.clone(),
-                        ctx.invoke(&act.name, act.args).await,
-                    ),
-                };
-                (id, step)
-            });
-        }
-        let Some((id, step)) = running.next().await else {
-            break;
-        };
-        let failed = step.status == "failed";
-        results.insert(id.to_string(), step);
-        for dep in dependents.get(id).into_iter().flatten() {
-            let d = indegree.get_mut(dep).expect("every node has a degree");
-            *d -= 1;
-            if failed && a.fail_fast {
-                skip(dep, id, &dependents, &by_id, &mut results);
-            } else if *d == 0 && !results.contains_key(*dep) {
-                ready.push_back(dep);
-            }
-        }
-        if ctx.is_cancelled() {
-            return Err(ToolError::tool_failed("the call was cancelled"));
-        }
-    }
-    let count = |s: &str| results.values().filter(|r| r.status == s).count();
-    let (succeeded, failed, skipped) = (count("ok"), count("failed"), count("skipped"));
-    Ok(DagOut {
-        results,
-        succeeded,
-        failed,
-        skipped,
-    })
-}
-
-fn skip(
-    id: &str,
-    because: &str,
-    dependents: &HashMap<&str, Vec<&str>>,
-    by_id: &HashMap<&str, (usize, &Node)>,
-    results: &mut BTreeMap<String, Step>,
-) {
-    if results.contains_key(id) {
-        return;
-    }
-    let (index, node) = by_id[id];
-    results.insert(
-        id.to_string(),
-        Step {
-            index,
-            action: name_hint(&node.action),
-            status: "skipped",
-            result: None,
-            error: Some(serde_json::json!({"code": "skipped", "message": format!("dependency '{because}' failed"), "remediation": "fix the failed node, or run with fail_fast false"})),
-        },
-    );
-    for dep in dependents.get(id).into_iter().flatten() {
-        skip(dep, id, dependents, by_id, results);
-    }
 }
 
 #[cfg(test)]

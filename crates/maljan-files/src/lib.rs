@@ -15,18 +15,25 @@ use maljan_server::{Registry, Roots};
 
 mod archive;
 mod baseline;
+mod conditional;
 mod crypto;
+mod dag;
 mod data;
 mod diff;
 mod download;
+mod encoding;
 mod executor;
 mod hashing;
 mod integrity;
+mod keypath;
 mod local;
 mod paths;
 mod search;
+mod sync;
+mod tar;
 mod text;
 mod tree;
+mod watch;
 
 /// How the lead's binary configures the files server.
 #[derive(Debug, Clone)]
@@ -43,7 +50,7 @@ pub(crate) struct Config {
     pub(crate) roots: Roots,
     pub(crate) allow_loopback_downloads: bool,
     /// Running integrity monitors (FA_integrity_watch_*), stopped when the server goes away.
-    pub(crate) watches: baseline::Watches,
+    pub(crate) watches: watch::Watches,
     /// Each tool's parameter names in order, to bind positional arguments in action lists.
     pub(crate) params: std::sync::OnceLock<std::collections::HashMap<String, Vec<String>>>,
 }
@@ -59,10 +66,13 @@ pub fn registry(config: FilesConfig) -> Registry {
     let mut reg = Registry::new();
     local::register(&mut reg, &cfg);
     tree::register(&mut reg, &cfg);
+    sync::register(&mut reg, &cfg);
     archive::register(&mut reg, &cfg);
+    tar::register(&mut reg, &cfg);
     integrity::register(&mut reg, &cfg);
     integrity::register_trees(&mut reg, &cfg);
     baseline::register(&mut reg, &cfg);
+    watch::register(&mut reg, &cfg);
     search::register(&mut reg, &cfg);
     download::register(&mut reg, &cfg);
     text::register(&mut reg, &cfg);
@@ -70,6 +80,8 @@ pub fn registry(config: FilesConfig) -> Registry {
     data::register(&mut reg, &cfg);
     crypto::register(&mut reg, &cfg);
     executor::register(&mut reg, &cfg);
+    conditional::register(&mut reg, &cfg);
+    dag::register(&mut reg, &cfg);
     let params = reg
         .tools()
         .iter()

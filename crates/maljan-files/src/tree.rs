@@ -1,25 +1,16 @@
-//! Whole directories: copy, move, rename, remove, create files, sync and backup rotation.
+//! Whole directories and new files: copy, move, rename, remove, create_file.
 
-use std::{
-    collections::{BTreeMap, BTreeSet},
-    fs,
-    path::{Path, PathBuf},
-    sync::Arc,
-    time::{Duration, UNIX_EPOCH},
-};
+use std::{fs, path::Path, sync::Arc};
 
-use chrono::{DateTime, Datelike, Utc};
 use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, blocking};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{
     Config,
-    hashing::{Algorithm, hash_file},
+    encoding::encode_text,
     local::{copy_one, copy_times},
     paths::{io_err, show, walk_files},
-    search::name_glob,
-    text::encode_text,
 };
 
 fn default_true() -> bool {
@@ -28,22 +19,6 @@ fn default_true() -> bool {
 fn default_utf8() -> String {
     "utf-8".into()
 }
-fn default_star() -> String {
-    "*".into()
-}
-fn default_size_mtime() -> String {
-    "size_mtime".into()
-}
-fn d7() -> i64 {
-    7
-}
-fn d4() -> i64 {
-    4
-}
-fn d12() -> i64 {
-    12
-}
-
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct TwoDirs {
@@ -111,58 +86,6 @@ struct RenameFileArgs {
     file_extension: Option<String>,
 }
 
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct RotateArgs {
-    /// The directory holding the backups (not searched recursively).
-    directory: String,
-    /// Which files are backups: a glob on the name.
-    #[serde(default = "default_star")]
-    #[schemars(default = "default_star")]
-    pattern: String,
-    /// Keep the newest file of this many distinct days (0 turns the bucket off).
-    #[serde(default = "d7")]
-    #[schemars(default = "d7")]
-    keep_daily: i64,
-    /// … of this many ISO weeks.
-    #[serde(default = "d4")]
-    #[schemars(default = "d4")]
-    keep_weekly: i64,
-    /// … of this many months.
-    #[serde(default = "d12")]
-    #[schemars(default = "d12")]
-    keep_monthly: i64,
-    /// … of this many years.
-    #[serde(default)]
-    #[schemars(default)]
-    keep_yearly: i64,
-    /// Report what would be deleted without deleting.
-    #[serde(default)]
-    #[schemars(default)]
-    dry_run: bool,
-}
-
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct SyncArgs {
-    /// The directory mirrored.
-    src: String,
-    /// The mirror (created if missing).
-    dst: String,
-    /// `size_mtime` (size and modification time within 2 s) or `checksum` (sha256 of both sides).
-    #[serde(default = "default_size_mtime")]
-    #[schemars(default = "default_size_mtime")]
-    compare: String,
-    /// Delete files in `dst` that `src` does not have.
-    #[serde(default)]
-    #[schemars(default)]
-    delete: bool,
-    /// Report without changing anything.
-    #[serde(default)]
-    #[schemars(default)]
-    dry_run: bool,
-}
-
 #[derive(Serialize, JsonSchema)]
 struct PathsOut {
     /// The paths acted on.
@@ -180,28 +103,6 @@ struct MovedOut {
 struct WrittenOut {
     path: String,
     bytes: u64,
-}
-
-#[derive(Serialize, JsonSchema)]
-struct RotateOut {
-    kept: Vec<String>,
-    deleted: Vec<String>,
-    dry_run: bool,
-}
-
-#[derive(Serialize, JsonSchema)]
-struct SyncError {
-    path: String,
-    error: String,
-}
-
-#[derive(Serialize, JsonSchema)]
-struct SyncOut {
-    copied: Vec<String>,
-    skipped: Vec<String>,
-    deleted: Vec<String>,
-    errors: Vec<SyncError>,
-    dry_run: bool,
 }
 
 fn stopper(ctx: &ToolContext) -> impl Fn() -> bool + '_ {
@@ -450,61 +351,6 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             }
         },
     );
-
-    let c = cfg.clone();
-    reg.add(
-        ToolMeta::new(
-            "FA_rotate_backups",
-            "Keep the newest backup per day/week/month/year slot (N slots each) in a directory; delete the rest.",
-        )
-        .destructive()
-        .timeout_s(600),
-        move |_ctx, a: RotateArgs| {
-            let c = c.clone();
-            async move {
-                for (name, v) in [
-                    ("keep_daily", a.keep_daily),
-                    ("keep_weekly", a.keep_weekly),
-                    ("keep_monthly", a.keep_monthly),
-                    ("keep_yearly", a.keep_yearly),
-                ] {
-                    if v < 0 {
-                        return Err(ToolError::bad_argument(format!("{name} must be >= 0")));
-                    }
-                }
-                let dir = c.existing_dir(&a.directory)?;
-                let glob = name_glob(&a.pattern)?;
-                blocking(move || rotate(&dir, &glob, &a)).await
-            }
-        },
-    );
-
-    let c = cfg.clone();
-    reg.add(
-        ToolMeta::new(
-            "FA_sync_dir",
-            "Mirror a directory into another, copying only new or changed files; optionally delete extras.",
-        )
-        .destructive()
-        .timeout_s(3600),
-        move |ctx: ToolContext, a: SyncArgs| {
-            let c = c.clone();
-            async move {
-                if a.compare != "size_mtime" && a.compare != "checksum" {
-                    return Err(ToolError::bad_argument(format!(
-                        "compare must be 'size_mtime' or 'checksum', not '{}'",
-                        a.compare
-                    )));
-                }
-                let src = c.existing_dir(&a.src)?;
-                let dst = c.target(&a.dst)?;
-                if dst.starts_with(&src) || src.starts_with(&dst) {
-                    return Err(ToolError::bad_argument("src and dst must not contain one another"));
-                }
-                blocking(move || sync(&c, &src, &dst, &a, &ctx)).await
-            }
-        },
-    );
 }
 
 /// Copies a tree, recreating symlinks as links (never copying what they point to, which may
@@ -577,177 +423,4 @@ fn move_path(
         }
         Err(e) => Err(ToolError::io(given, e)),
     }
-}
-
-fn mtime(meta: &fs::Metadata) -> f64 {
-    meta.modified()
-        .ok()
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
-
-fn rotate(dir: &Path, glob: &globset::GlobMatcher, a: &RotateArgs) -> Result<RotateOut, ToolError> {
-    let mut candidates: Vec<(PathBuf, f64)> = fs::read_dir(dir)
-        .map_err(io_err(&a.directory))?
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()) && glob.is_match(e.file_name()))
-        .filter_map(|e| e.metadata().ok().map(|m| (e.path(), mtime(&m))))
-        .collect();
-    candidates.sort_by(|x, y| y.1.total_cmp(&x.1).then_with(|| x.0.cmp(&y.0)));
-    type Keyer = fn(&DateTime<Utc>) -> String;
-    let buckets: [(i64, Keyer); 4] = [
-        (a.keep_daily, |d| d.format("%Y-%m-%d").to_string()),
-        (a.keep_weekly, |d| {
-            let w = d.iso_week();
-            format!("{}-W{:02}", w.year(), w.week())
-        }),
-        (a.keep_monthly, |d| d.format("%Y-%m").to_string()),
-        (a.keep_yearly, |d| d.format("%Y").to_string()),
-    ];
-    let mut kept = BTreeSet::new();
-    for (keep, key) in buckets {
-        if keep <= 0 {
-            continue;
-        }
-        let mut seen = BTreeMap::new();
-        for (path, t) in &candidates {
-            let when: DateTime<Utc> = (UNIX_EPOCH + Duration::from_secs_f64(t.max(0.0))).into();
-            let slot = key(&when);
-            if seen.contains_key(&slot) {
-                continue;
-            }
-            seen.insert(slot, path.clone());
-            if seen.len() as i64 >= keep {
-                break;
-            }
-        }
-        kept.extend(seen.into_values());
-    }
-    let mut deleted = Vec::new();
-    for (path, _) in &candidates {
-        if kept.contains(path) {
-            continue;
-        }
-        if !a.dry_run {
-            fs::remove_file(path).map_err(io_err(&show(path)))?;
-        }
-        deleted.push(show(path));
-    }
-    Ok(RotateOut {
-        kept: kept.iter().map(|p| show(p)).collect(),
-        deleted,
-        dry_run: a.dry_run,
-    })
-}
-
-fn sync(
-    cfg: &Config,
-    src: &Path,
-    dst: &Path,
-    a: &SyncArgs,
-    ctx: &ToolContext,
-) -> Result<SyncOut, ToolError> {
-    if !a.dry_run {
-        fs::create_dir_all(dst).map_err(io_err(&a.dst))?;
-    }
-    let mut out = SyncOut {
-        copied: vec![],
-        skipped: vec![],
-        deleted: vec![],
-        errors: vec![],
-        dry_run: a.dry_run,
-    };
-    let files = walk_files(src, &stopper(ctx))?;
-    let sha = Algorithm::parse("sha256")?;
-    for f in &files {
-        let target = dst.join(&f.rel);
-        match cfg.target(&show(&target)) {
-            Ok(_) => {}
-            Err(e) => {
-                out.errors.push(SyncError {
-                    path: f.rel.clone(),
-                    error: e.message,
-                });
-                continue;
-            }
-        };
-        let needs = needs_copy(&f.abs, &target, f.is_symlink, a.compare == "checksum", sha);
-        match needs {
-            Ok(false) => out.skipped.push(f.rel.clone()),
-            Ok(true) if a.dry_run => out.copied.push(f.rel.clone()),
-            Ok(true) => match copy_entry(&f.abs, &target, f.is_symlink) {
-                Ok(()) => out.copied.push(f.rel.clone()),
-                Err(e) => out.errors.push(SyncError {
-                    path: f.rel.clone(),
-                    error: e.to_string(),
-                }),
-            },
-            Err(e) => out.errors.push(SyncError {
-                path: f.rel.clone(),
-                error: e.to_string(),
-            }),
-        }
-    }
-    if a.delete && dst.is_dir() {
-        let expected: BTreeSet<&str> = files.iter().map(|f| f.rel.as_str()).collect();
-        for f in walk_files(dst, &stopper(ctx))? {
-            if expected.contains(f.rel.as_str()) {
-                continue;
-            }
-            if !a.dry_run
-                && let Err(e) = fs::remove_file(&f.abs)
-            {
-                out.errors.push(SyncError {
-                    path: f.rel.clone(),
-                    error: e.to_string(),
-                });
-                continue;
-            }
-            out.deleted.push(f.rel);
-        }
-    }
-    Ok(out)
-}
-
-fn needs_copy(
-    src: &Path,
-    dst: &Path,
-    src_link: bool,
-    checksum: bool,
-    sha: Algorithm,
-) -> Result<bool, ToolError> {
-    let Ok(dmeta) = fs::symlink_metadata(dst) else {
-        return Ok(true);
-    };
-    if src_link != dmeta.file_type().is_symlink() {
-        return Ok(true);
-    }
-    if src_link {
-        return Ok(fs::read_link(src).ok() != fs::read_link(dst).ok());
-    }
-    let smeta = fs::metadata(src).map_err(io_err(&show(src)))?;
-    if smeta.len() != dmeta.len() {
-        return Ok(true);
-    }
-    if checksum {
-        let (a, _) = hash_file(src, &show(src), sha, 1 << 20, None)?;
-        let (b, _) = hash_file(dst, &show(dst), sha, 1 << 20, None)?;
-        return Ok(a != b);
-    }
-    Ok((mtime(&smeta) - mtime(&dmeta)).abs() > 2.0)
-}
-
-fn copy_entry(src: &Path, dst: &Path, link: bool) -> std::io::Result<()> {
-    if let Some(parent) = dst.parent() {
-        fs::create_dir_all(parent)?;
-    }
-    if link || fs::symlink_metadata(dst).is_ok_and(|m| m.file_type().is_symlink()) {
-        let _ = fs::remove_file(dst);
-    }
-    if link {
-        return std::os::unix::fs::symlink(fs::read_link(src)?, dst);
-    }
-    fs::copy(src, dst)?;
-    copy_times(src, dst)
 }

@@ -1,0 +1,275 @@
+//! Tar archives (automation-file's tar_ops): create with gz, bz2, xz or no compression; extract
+//! any of them, refusing the whole archive when a member or link would land outside the target.
+
+use std::{
+    fs::{self, File},
+    io::{BufReader, BufWriter, Read, Write},
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, blocking};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::{
+    Config,
+    archive::{ArchiveOut, NamesOut},
+    paths::{io_err, join_inside, show},
+};
+
+fn default_gz() -> Option<String> {
+    Some("gz".into())
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct CreateTarArgs {
+    /// The file or directory archived (stored under its own name).
+    source: String,
+    /// The archive written.
+    target: String,
+    /// gz, bz2, xz, or none/null for a plain tar.
+    #[serde(default = "default_gz")]
+    #[schemars(default = "default_gz")]
+    compression: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct ExtractTarArgs {
+    /// The archive (plain, gz, bz2 or xz: detected from its content).
+    source: String,
+    /// The directory to extract into (created if missing).
+    target_dir: String,
+}
+
+pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
+    let c = cfg.clone();
+    reg.add(
+        ToolMeta::new(
+            "FA_create_tar",
+            "Create a tar archive (gz, bz2, xz or plain) of a file or directory.",
+        )
+        .destructive()
+        .timeout_s(3600),
+        move |_ctx, a: CreateTarArgs| {
+            let c = c.clone();
+            async move {
+                let kind = a.compression.as_deref().unwrap_or("").to_ascii_lowercase();
+                if !matches!(kind.as_str(), "" | "none" | "gz" | "bz2" | "xz") {
+                    return Err(ToolError::bad_argument(format!(
+                        "unknown compression '{kind}'; use gz, bz2, xz or none"
+                    )));
+                }
+                let src = c.existing(&a.source)?;
+                let target = c.target(&a.target)?;
+                if target.starts_with(&src) && src.is_dir() {
+                    return Err(ToolError::bad_argument(
+                        "the archive cannot be written inside the directory it archives",
+                    ));
+                }
+                blocking(move || {
+                    if let Some(parent) = target.parent() {
+                        fs::create_dir_all(parent).map_err(io_err(&a.target))?;
+                    }
+                    let out = BufWriter::new(File::create(&target).map_err(io_err(&a.target))?);
+                    let members = match kind.as_str() {
+                        "gz" => {
+                            let enc =
+                                flate2::write::GzEncoder::new(out, flate2::Compression::default());
+                            let (n, enc) = write_tar(enc, &src, &a.source)?;
+                            enc.finish().map_err(io_err(&a.target))?;
+                            n
+                        }
+                        "bz2" => {
+                            let enc =
+                                bzip2::write::BzEncoder::new(out, bzip2::Compression::default());
+                            let (n, enc) = write_tar(enc, &src, &a.source)?;
+                            enc.finish().map_err(io_err(&a.target))?;
+                            n
+                        }
+                        "xz" => {
+                            let enc = lzma_rust2::XzWriter::new(
+                                out,
+                                lzma_rust2::XzOptions::with_preset(6),
+                            )
+                            .map_err(io_err(&a.target))?;
+                            let (n, enc) = write_tar(enc, &src, &a.source)?;
+                            enc.finish().map_err(io_err(&a.target))?;
+                            n
+                        }
+                        _ => {
+                            let (n, mut w) = write_tar(out, &src, &a.source)?;
+                            w.flush().map_err(io_err(&a.target))?;
+                            n
+                        }
+                    };
+                    Ok(ArchiveOut {
+                        path: show(&target),
+                        members,
+                    })
+                })
+                .await
+            }
+        },
+    );
+
+    let c = cfg.clone();
+    reg.add(
+        ToolMeta::new(
+            "FA_extract_tar",
+            "Extract a tar archive (any compression) into a directory; members or links that would escape it are refused.",
+        )
+        .destructive()
+        .timeout_s(3600),
+        move |ctx: ToolContext, a: ExtractTarArgs| {
+            let c = c.clone();
+            async move {
+                let src = c.existing_file(&a.source)?;
+                let dest = c.target(&a.target_dir)?;
+                blocking(move || {
+                    fs::create_dir_all(&dest).map_err(io_err(&a.target_dir))?;
+                    let dest = fs::canonicalize(&dest).map_err(io_err(&a.target_dir))?;
+                    // First pass: refuse the whole archive before writing anything.
+                    let mut tar = open_tar(&src, &a.source)?;
+                    for entry in tar.entries().map_err(tar_err(&a.source))? {
+                        let entry = entry.map_err(tar_err(&a.source))?;
+                        check_tar_member(&entry, &dest)?;
+                    }
+                    let mut tar = open_tar(&src, &a.source)?;
+                    tar.set_preserve_permissions(false);
+                    tar.set_unpack_xattrs(false);
+                    let mut names = Vec::new();
+                    for entry in tar.entries().map_err(tar_err(&a.source))? {
+                        if ctx.is_cancelled() {
+                            return Err(ToolError::tool_failed("the call was cancelled"));
+                        }
+                        let mut entry = entry.map_err(tar_err(&a.source))?;
+                        use tar::EntryType::*;
+                        if !matches!(entry.header().entry_type(), Regular | Directory | Symlink | Link | Continuous) {
+                            // Devices, fifos and the like are skipped, as Python's "data" filter does.
+                            continue;
+                        }
+                        let name = entry.path().map_err(tar_err(&a.source))?.to_string_lossy().into_owned();
+                        let written = entry.unpack_in(&dest).map_err(tar_err(&a.source))?;
+                        if written {
+                            names.push(name);
+                        }
+                    }
+                    Ok(NamesOut { count: names.len(), names })
+                })
+                .await
+            }
+        },
+    );
+}
+
+fn write_tar<W: Write>(w: W, src: &Path, given: &str) -> Result<(usize, W), ToolError> {
+    let mut b = tar::Builder::new(w);
+    b.follow_symlinks(false);
+    let name = src
+        .file_name()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let mut members = 1;
+    if src.is_dir() {
+        members += walkdir::WalkDir::new(src)
+            .follow_links(false)
+            .min_depth(1)
+            .into_iter()
+            .count();
+        b.append_dir_all(&name, src).map_err(io_err(given))?;
+    } else {
+        b.append_path_with_name(src, &name).map_err(io_err(given))?;
+    }
+    let w = b.into_inner().map_err(io_err(given))?;
+    Ok((members, w))
+}
+
+fn tar_err(given: &str) -> impl Fn(std::io::Error) -> ToolError + '_ {
+    move |e| match e.kind() {
+        std::io::ErrorKind::InvalidData
+        | std::io::ErrorKind::UnexpectedEof
+        | std::io::ErrorKind::Other => {
+            ToolError::unsupported_format(format!("{given} is not a readable tar archive: {e}"))
+        }
+        _ => ToolError::io(given, e),
+    }
+}
+
+fn open_tar(path: &Path, given: &str) -> Result<tar::Archive<Box<dyn Read>>, ToolError> {
+    let mut f = File::open(path).map_err(io_err(given))?;
+    let mut magic = [0u8; 6];
+    let n = f.read(&mut magic).map_err(io_err(given))?;
+    let f = File::open(path).map_err(io_err(given))?;
+    let r = BufReader::new(f);
+    let reader: Box<dyn Read> = match &magic[..n] {
+        [0x1f, 0x8b, ..] => Box::new(flate2::read::MultiGzDecoder::new(r)),
+        [b'B', b'Z', b'h', ..] => Box::new(bzip2::read::MultiBzDecoder::new(r)),
+        [0xfd, b'7', b'z', b'X', b'Z', 0x00] => Box::new(lzma_rust2::XzReader::new(r, true)),
+        _ => Box::new(r),
+    };
+    Ok(tar::Archive::new(reader))
+}
+
+fn check_tar_member<R: Read>(entry: &tar::Entry<'_, R>, dest: &Path) -> Result<(), ToolError> {
+    let name = entry
+        .path()
+        .map_err(|e| ToolError::unsupported_format(e.to_string()))?;
+    let name = name.to_string_lossy().into_owned();
+    let inside = join_inside(dest, &name);
+    if inside.is_none() && !matches!(name.as_str(), "." | "./") {
+        return Err(ToolError::bad_argument(format!(
+            "tar member escapes the target directory: {name}"
+        )));
+    }
+    let kind = entry.header().entry_type();
+    if kind.is_symlink() || kind.is_hard_link() {
+        let link = entry
+            .link_name()
+            .ok()
+            .flatten()
+            .map(|l| l.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let base = if kind.is_symlink() {
+            // A symlink's target is relative to the directory holding it.
+            inside
+                .as_ref()
+                .and_then(|p| p.parent())
+                .map(PathBuf::from)
+                .unwrap_or_else(|| dest.to_path_buf())
+        } else {
+            dest.to_path_buf()
+        };
+        let ok = !Path::new(&link).is_absolute() && lexically_inside(&base.join(&link), dest);
+        if !ok {
+            let what = if kind.is_symlink() {
+                "symlink"
+            } else {
+                "hardlink"
+            };
+            return Err(ToolError::bad_argument(format!(
+                "tar {what} escapes the target directory: {name} -> {link}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `path`, with `..` folded lexically, stays under `base`.
+fn lexically_inside(path: &Path, base: &Path) -> bool {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                if !out.pop() {
+                    return false;
+                }
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out.starts_with(base)
+}
