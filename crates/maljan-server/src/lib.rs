@@ -28,6 +28,7 @@ pub mod protocol;
 pub mod registry;
 pub mod roots;
 pub mod server;
+pub mod staging;
 pub mod stdio;
 
 pub use context::{ProgressSink, ToolContext, blocking};
@@ -38,6 +39,7 @@ pub use protocol::{McpHandler, tool_descriptors};
 pub use registry::{RegisteredTool, Registry, ToolMeta, parse_arguments};
 pub use roots::Roots;
 pub use server::{CAPABILITIES_TOOL, CallOutcome, ToolServer};
+pub use staging::{StagingOptions, StagingStore};
 pub use stdio::{StdioOptions, serve_io, serve_stdio};
 
 /// The rmcp version maljan is built and tested against, pinned exactly in the workspace.
