@@ -307,6 +307,28 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// No line, however malformed, panics the decoder; whatever it answers is a JSON-RPC error.
+        #[test]
+        fn any_line_decodes_or_gets_a_json_rpc_error(line in proptest::collection::vec(any::<u8>(), 0..300)) {
+            if let Decoded::Reply(v) = decode(&line) {
+                prop_assert_eq!(&v["jsonrpc"], "2.0");
+                prop_assert!(v["error"]["code"].is_i64());
+                prop_assert!(v.get("id").is_some());
+            }
+        }
+
+        #[test]
+        fn json_shaped_lines_never_panic(method in "[a-z/]{0,20}", id in proptest::option::of(any::<i64>()), params in "[\\[\\]{}0-9a-z\":,]{0,40}") {
+            let line = match id {
+                Some(id) => format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#),
+                None => format!(r#"{{"jsonrpc":"2.0","method":"{method}","params":{params}}}"#),
+            };
+            let _ = decode(line.as_bytes());
+        }
+    }
 
     #[tokio::test]
     async fn long_lines_are_skipped_to_their_newline() {
