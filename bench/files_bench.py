@@ -81,6 +81,11 @@ class Server:
             raise RuntimeError(f"{tool}: tool error {text[:300]}")
         return elapsed, result
 
+    def cpu(self) -> float:
+        """CPU seconds (user + system, all threads) the server has used so far."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def close(self) -> None:
         try:
             self.proc.stdin.close()
@@ -100,15 +105,29 @@ def payload(result: dict):
         return text
 
 
-def timed(fn, runs: int) -> float:
+CPU: dict[str, float] = {}
+
+
+def timed(fn, runs: int, cpu=None, key: str = "") -> float:
+    """Median wall time of `fn` over `runs` runs after a warm-up. With `cpu` (a function giving
+    CPU seconds used so far), the median CPU seconds per run is stored in CPU[key]."""
     fn()  # warm-up: page cache, lazy imports
-    return statistics.median(_time(fn) for _ in range(runs))
+    walls, cpus = [], []
+    for _ in range(runs):
+        c0 = cpu() if cpu else 0.0
+        t0 = time.perf_counter()
+        fn()
+        walls.append(time.perf_counter() - t0)
+        cpus.append((cpu() if cpu else 0.0) - c0)
+    if cpu:
+        CPU[key] = statistics.median(cpus)
+    return statistics.median(walls)
 
 
-def _time(fn) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
+def children_cpu() -> float:
+    import resource
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def make_data(data: Path) -> dict:
@@ -218,6 +237,7 @@ def main() -> None:
     d = make_data(data)
     root = str(data.resolve())
 
+    print(f"load average at the start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     servers = {
         "maljan": Server(shlex.split(maljan) + ["--root", root]),
         "automation-file": Server([args.py, "-m", "automation_file", "mcp"], cwd=root),
@@ -236,7 +256,7 @@ def main() -> None:
                 answer["v"] = payload(r)
 
             try:
-                results[name][who] = timed(run, args.runs)
+                results[name][who] = timed(run, args.runs, srv.cpu, f"{name}/{who}")
                 if check:
                     check(who, answer["v"])
             except RuntimeError as e:
@@ -253,13 +273,14 @@ def main() -> None:
           lambda who: {"root": tree, "pattern": "*.LOG", "use_index": False}, count_matches)
     results["fast_find"]["find -iname"] = timed(
         lambda: subprocess.run(["find", tree, "-iname", "*.LOG", "-type", "f"], stdout=subprocess.DEVNULL, check=True),
-        args.runs)
+        args.runs, children_cpu, "fast_find/find -iname")
     find_n = len(subprocess.run(["find", tree, "-iname", "*.LOG", "-type", "f"], capture_output=True, text=True).stdout.split())
     notes["fast_find/matches"] = f"maljan {counts.get('maljan')}, automation-file {counts.get('automation-file')}, find {find_n}"
 
     bench("checksum_100MiB", "FA_file_checksum", lambda who: {"path": str(d["big"])})
     results["checksum_100MiB"]["sha256sum"] = timed(
-        lambda: subprocess.run(["sha256sum", str(d["big"])], stdout=subprocess.DEVNULL, check=True), args.runs)
+        lambda: subprocess.run(["sha256sum", str(d["big"])], stdout=subprocess.DEVNULL, check=True), args.runs,
+        children_cpu, "checksum_100MiB/sha256sum")
 
     src = str(d["src"])
     gcount = {}
@@ -269,7 +290,8 @@ def main() -> None:
 
     bench("grep", "FA_grep", lambda who: {"root": src, "pattern": "fn poll", "max_matches": 100000}, grep_count)
     results["grep"]["grep -rn"] = timed(
-        lambda: subprocess.run(["grep", "-rn", "fn poll", src], stdout=subprocess.DEVNULL), args.runs)
+        lambda: subprocess.run(["grep", "-rn", "fn poll", src], stdout=subprocess.DEVNULL), args.runs,
+        children_cpu, "grep/grep -rn")
     grep_n = len(subprocess.run(["grep", "-rn", "fn poll", src], capture_output=True, text=True,
                                 errors="replace").stdout.splitlines())
     notes["grep/matches"] = f"maljan {gcount.get('maljan')}, automation-file {gcount.get('automation-file')}, grep {grep_n}"
@@ -297,13 +319,18 @@ def main() -> None:
         fl = f"{m / f:12.2f}x" if f else "            -"
         print(f"{name:<18}{m:>10.4f}{a:>17.4f}{(f if f else float('nan')):>10.4f}  {ratio:>10}  {fl:>13}"
               + (f"   (floor: {floor_name})" if floor_name else ""))
+    print(f"\nCPU seconds per run (median; server process, all threads; the floor's own process):")
+    for name, r in results.items():
+        cells = "  ".join(f"{who} {CPU.get(f'{name}/{who}', float('nan')):.4f}" for who in r)
+        print(f"  {name:<18}{cells}")
+    print(f"load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     m = results["checksum_100MiB"]["maljan"]
     print(f"\nsha256 throughput: maljan {size_mb / m:,.0f} MB/s,"
           f" automation-file {size_mb / results['checksum_100MiB']['automation-file']:,.0f} MB/s (incl. the call)")
     for k, v in notes.items():
         print(f"note {k}: {v}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"results": results, "notes": notes}, indent=2))
+        Path(args.json).write_text(json.dumps({"results": results, "cpu": CPU, "notes": notes}, indent=2))
 
 
 if __name__ == "__main__":

@@ -91,32 +91,133 @@ pub(crate) fn hash_file(
     chunk: usize,
     ctx: Option<&ToolContext>,
 ) -> Result<(String, u64), ToolError> {
-    let mut file = File::open(path).map_err(|e| ToolError::io(given, e))?;
+    let file = File::open(path).map_err(|e| ToolError::io(given, e))?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut hasher = algorithm.hasher();
+    let mut progress = Progress {
+        ctx,
+        size,
+        next: PROGRESS_STEP,
+    };
+    let total = if size >= PIPELINE_FROM {
+        hash_pipelined(file, &mut *hasher, chunk, given, &mut progress)?
+    } else {
+        hash_inline(file, &mut *hasher, chunk, given, &mut progress)?
+    };
+    Ok((hex::encode(hasher.finalize()), total))
+}
+
+/// Files at least this big are read on a second thread while the first one hashes.
+const PIPELINE_FROM: u64 = 8 * 1024 * 1024;
+
+struct Progress<'a> {
+    ctx: Option<&'a ToolContext>,
+    size: u64,
+    next: u64,
+}
+
+impl Progress<'_> {
+    /// Reports progress now and then; false when the call was cancelled.
+    fn tick(&mut self, done: u64) -> bool {
+        let Some(ctx) = self.ctx else { return true };
+        if ctx.is_cancelled() {
+            return false;
+        }
+        if done >= self.next {
+            ctx.progress(done as f64, Some(self.size.max(done) as f64), None);
+            self.next = done + PROGRESS_STEP;
+        }
+        true
+    }
+}
+
+fn read_full(file: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(filled)
+}
+
+fn cancelled() -> ToolError {
+    ToolError::tool_failed("the call was cancelled")
+}
+
+fn hash_inline(
+    mut file: File,
+    hasher: &mut dyn DynDigest,
+    chunk: usize,
+    given: &str,
+    progress: &mut Progress<'_>,
+) -> Result<u64, ToolError> {
     let mut buf = vec![0u8; chunk];
     let mut total = 0u64;
-    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut next_report = PROGRESS_STEP;
     loop {
-        if let Some(ctx) = ctx {
-            if ctx.is_cancelled() {
-                return Err(ToolError::tool_failed("the call was cancelled"));
-            }
-            if total >= next_report {
-                ctx.progress(total as f64, Some(size.max(total) as f64), None);
-                next_report = total + PROGRESS_STEP;
-            }
+        if !progress.tick(total) {
+            return Err(cancelled());
         }
-        let n = match file.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(ToolError::io(given, e)),
-        };
+        let n = read_full(&mut file, &mut buf).map_err(|e| ToolError::io(given, e))?;
+        if n == 0 {
+            return Ok(total);
+        }
         hasher.update(&buf[..n]);
         total += n as u64;
     }
-    Ok((hex::encode(hasher.finalize()), total))
+}
+
+/// Reading (a copy out of the page cache) and hashing overlap on two threads, so a big file is
+/// hashed at the digest's own speed. Buffers circulate between the threads and are reused.
+fn hash_pipelined(
+    mut file: File,
+    hasher: &mut dyn DynDigest,
+    chunk: usize,
+    given: &str,
+    progress: &mut Progress<'_>,
+) -> Result<u64, ToolError> {
+    use std::sync::mpsc::sync_channel;
+    const BUFFERS: usize = 3;
+    let (full_tx, full_rx) = sync_channel::<std::io::Result<(Vec<u8>, usize)>>(BUFFERS);
+    let (free_tx, free_rx) = sync_channel::<Vec<u8>>(BUFFERS);
+    for _ in 0..BUFFERS {
+        let _ = free_tx.send(vec![0u8; chunk]);
+    }
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            // Ends when the file ends, on an error, or when the hashing side hangs up.
+            while let Ok(mut buf) = free_rx.recv() {
+                let result = read_full(&mut file, &mut buf);
+                let done = matches!(result, Ok(0) | Err(_));
+                if full_tx.send(result.map(|n| (buf, n))).is_err() || done {
+                    return;
+                }
+            }
+        });
+        // Owning both channel ends here means returning early (cancel, error) drops them, which
+        // unblocks the reader so the scope can end.
+        let mut hash = move || {
+            let mut total = 0u64;
+            loop {
+                if !progress.tick(total) {
+                    return Err(cancelled());
+                }
+                match full_rx.recv() {
+                    Ok(Ok((_, 0))) | Err(_) => return Ok(total),
+                    Ok(Ok((buf, n))) => {
+                        hasher.update(&buf[..n]);
+                        total += n as u64;
+                        let _ = free_tx.send(buf);
+                    }
+                    Ok(Err(e)) => return Err(ToolError::io(given, e)),
+                }
+            }
+        };
+        hash()
+    })
 }
 
 /// Compares two hex digests case-insensitively in time independent of where they differ.
@@ -179,6 +280,22 @@ mod tests {
         assert!(chunk_size(-5).is_err());
         assert!(chunk_size((MAX_CHUNK + 1) as i64).is_err());
         assert_eq!(chunk_size(4096).unwrap(), 4096);
+    }
+
+    #[test]
+    fn the_pipelined_path_agrees_with_the_inline_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big");
+        let data: Vec<u8> = (0..(PIPELINE_FROM as usize + 12_345))
+            .map(|i| (i * 31 % 251) as u8)
+            .collect();
+        std::fs::write(&path, &data).unwrap();
+        let sha = Algorithm::parse("sha256").unwrap();
+        for chunk in [1 << 20, 777_777, 4096] {
+            let (digest, n) = hash_file(&path, "big", sha, chunk, None).unwrap();
+            assert_eq!(n, data.len() as u64);
+            assert_eq!(digest, sha.hex_of(&data), "chunk {chunk}");
+        }
     }
 
     #[test]

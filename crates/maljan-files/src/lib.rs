@@ -33,6 +33,7 @@ mod sync;
 mod tar;
 mod text;
 mod tree;
+mod walk;
 mod watch;
 
 /// How the lead's binary configures the files server.

@@ -1,20 +1,24 @@
-//! Search: FA_fast_find (a parallel walk with a case-insensitive glob) and FA_grep.
+//! Search: FA_fast_find (a parallel walk with a case-insensitive glob) and FA_grep (the same walk,
+//! each file prefiltered whole by the regex before it is split into lines).
 
 use std::{
     path::{Path, PathBuf},
     sync::{
-        Arc, Mutex,
+        Arc,
         atomic::{AtomicUsize, Ordering},
     },
 };
 
 use globset::{GlobBuilder, GlobMatcher};
-use ignore::{DirEntry, ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
 use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, blocking};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::{Config, paths::show};
+use crate::{
+    Config,
+    paths::show,
+    walk::{Flow, par_walk, threads},
+};
 
 fn default_star() -> String {
     "*".into()
@@ -284,53 +288,31 @@ impl Grep {
 }
 
 fn grep(root: &Path, g: &Grep, ctx: &ToolContext) -> Result<Vec<GrepHit>, ToolError> {
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(2)
-        .min(8);
-    let walker = WalkBuilder::new(root)
-        .standard_filters(false)
-        .follow_links(false)
-        .threads(threads)
-        .build_parallel();
-    let out = Mutex::new(Vec::new());
-    walker.run(|| {
-        let out = &out;
-        let mut mine = Vec::new();
-        let mut seen = 0u32;
-        Box::new(move |entry| {
-            seen = seen.wrapping_add(1);
-            if g.full() || (seen.is_multiple_of(64) && ctx.is_cancelled()) {
-                out.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .append(&mut mine);
-                return WalkState::Quit;
+    let stop = || ctx.is_cancelled();
+    let found = par_walk(
+        root,
+        threads(),
+        &stop,
+        Vec::new,
+        |out: &mut Vec<GrepHit>, entry, ft| {
+            if g.full() {
+                return Flow::Quit;
             }
-            let Ok(entry) = entry else {
-                return WalkState::Continue;
-            };
-            if !entry.file_type().is_some_and(|t| t.is_file()) {
-                return WalkState::Continue;
-            }
-            if g.glob
-                .as_ref()
-                .is_some_and(|glob| !glob.is_match(entry.file_name()))
+            if !ft.is_file()
+                || g.glob
+                    .as_ref()
+                    .is_some_and(|glob| !glob.is_match(entry.file_name()))
             {
-                return WalkState::Continue;
+                return Flow::Continue;
             }
-            g.scan(entry.path(), &mut mine);
-            if !mine.is_empty() {
-                out.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .append(&mut mine);
-            }
-            WalkState::Continue
-        })
-    });
+            g.scan(&entry.path(), out);
+            Flow::Continue
+        },
+    );
     if ctx.is_cancelled() {
         return Err(ToolError::tool_failed("the call was cancelled"));
     }
-    Ok(out.into_inner().unwrap_or_else(|p| p.into_inner()))
+    Ok(found.into_iter().flatten().collect())
 }
 
 /// fnmatch semantics on a name: case-insensitive, `*` and `?` and `[...]`, no escapes.
@@ -360,95 +342,34 @@ pub(crate) fn fast_find(
     files_only: bool,
     ctx: &ToolContext,
 ) -> Result<(Vec<PathBuf>, bool), ToolError> {
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(2)
-        .min(8);
-    let walker = WalkBuilder::new(root)
-        .standard_filters(false)
-        .follow_links(false)
-        .threads(threads)
-        .build_parallel();
-    let shared = Shared {
-        glob,
-        files_only,
-        limit: limit.unwrap_or(usize::MAX),
-        count: AtomicUsize::new(0),
-        out: Mutex::new(Vec::new()),
-        ctx,
-    };
-    let mut builder = Builder { shared: &shared };
-    walker.visit(&mut builder);
+    let max = limit.unwrap_or(usize::MAX);
+    let count = AtomicUsize::new(0);
+    let stop = || ctx.is_cancelled();
+    let found = par_walk(
+        root,
+        threads(),
+        &stop,
+        Vec::new,
+        |out: &mut Vec<PathBuf>, entry, ft| {
+            if files_only && ft.is_dir() {
+                return Flow::Continue;
+            }
+            // Match the bare name first: only matches pay for building a path.
+            if !glob.is_match(entry.file_name()) {
+                return Flow::Continue;
+            }
+            if count.fetch_add(1, Ordering::Relaxed) >= max {
+                return Flow::Quit;
+            }
+            out.push(entry.path());
+            Flow::Continue
+        },
+    );
     if ctx.is_cancelled() {
         return Err(ToolError::tool_failed("the call was cancelled"));
     }
-    let found = shared.out.into_inner().unwrap_or_else(|p| p.into_inner());
     // Only matches numbered below the limit are kept, so more than `limit` counted means some
     // were left out.
-    let truncated = shared.count.load(Ordering::Relaxed) > shared.limit;
-    Ok((found, truncated))
-}
-
-struct Shared<'a> {
-    glob: &'a GlobMatcher,
-    files_only: bool,
-    limit: usize,
-    count: AtomicUsize,
-    out: Mutex<Vec<PathBuf>>,
-    ctx: &'a ToolContext,
-}
-
-struct Builder<'a, 's> {
-    shared: &'s Shared<'a>,
-}
-
-impl<'s> ParallelVisitorBuilder<'s> for Builder<'_, 's> {
-    fn build(&mut self) -> Box<dyn ParallelVisitor + 's> {
-        Box::new(Visitor {
-            shared: self.shared,
-            found: Vec::new(),
-            seen: 0,
-        })
-    }
-}
-
-/// One walker thread: collects its matches locally and hands them over when dropped, so threads
-/// never contend on a lock per match.
-struct Visitor<'a, 's> {
-    shared: &'s Shared<'a>,
-    found: Vec<PathBuf>,
-    seen: u32,
-}
-
-impl ParallelVisitor for Visitor<'_, '_> {
-    fn visit(&mut self, entry: Result<DirEntry, ignore::Error>) -> WalkState {
-        self.seen = self.seen.wrapping_add(1);
-        if self.seen.is_multiple_of(1024) && self.shared.ctx.is_cancelled() {
-            return WalkState::Quit;
-        }
-        // Unreadable entries below the root are skipped, as find and automation-file skip them.
-        let Ok(entry) = entry else {
-            return WalkState::Continue;
-        };
-        if entry.depth() == 0 {
-            return WalkState::Continue;
-        }
-        let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
-        if (is_dir && self.shared.files_only) || !self.shared.glob.is_match(entry.file_name()) {
-            return WalkState::Continue;
-        }
-        let n = self.shared.count.fetch_add(1, Ordering::Relaxed);
-        if n >= self.shared.limit {
-            return WalkState::Quit;
-        }
-        self.found.push(entry.into_path());
-        WalkState::Continue
-    }
-}
-
-impl Drop for Visitor<'_, '_> {
-    fn drop(&mut self) {
-        let mut out = self.shared.out.lock().unwrap_or_else(|p| p.into_inner());
-        out.append(&mut self.found);
-    }
+    let truncated = count.load(Ordering::Relaxed) > max;
+    Ok((found.into_iter().flatten().collect(), truncated))
 }
