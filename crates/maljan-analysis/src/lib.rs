@@ -1,1 +1,71 @@
-//! placeholder
+//! maljan-analysis: the `analysis` tool server's tools — static analysis of one sample file.
+//!
+//! It owns identification by content, hashes, strings, indicators of compromise, entropy, the
+//! PE / ELF / Mach-O / archive / document parsers, payload carving, byte and text search, YARA
+//! scanning (yara-x, behind the `yara` feature) and the optional external analysers (capa, FLOSS),
+//! with the tool and argument names of Maljan's Python analysis server
+//! (`reference/maljan-analysis-server.md`). Each concern is a module with a pure function the triage
+//! job and the benches can call directly, plus the typed tool that wraps it.
+//!
+//! It builds on `maljan-server` (registry, errors, roots, manifest) and must not depend on the client
+//! runtime, on rmcp or on any transport: serving is the framework's job. Parsers never panic the
+//! server: hostile input comes back as an error or a partial answer (see the proptests).
+
+pub mod archive;
+pub mod carve;
+pub mod common;
+pub mod document;
+pub mod elf;
+pub mod entropy;
+pub mod external;
+pub mod hashes;
+pub mod identify;
+mod identify_text;
+pub mod iocs;
+pub mod macho;
+pub mod ole;
+mod pdf;
+pub mod pe;
+mod pe_parts;
+pub mod search;
+pub mod strings;
+pub mod yara;
+
+use std::{path::PathBuf, sync::Arc};
+
+use maljan_server::{Registry, Roots};
+
+pub use entropy::shannon;
+pub use hashes::{Hashes, hash_bytes};
+pub use identify::{FileKind, identify};
+pub use identify_text::script_language;
+
+/// What the analysis server needs to know about its host.
+#[derive(Debug, Clone)]
+pub struct AnalysisConfig {
+    /// The directories sample paths must lie in (the staging root and any sample roots).
+    pub roots: Roots,
+    /// The YARA rules directory: `*.yar` / `*.yara` files, optionally one sub-directory per ruleset.
+    pub rules_dir: Option<PathBuf>,
+}
+
+/// Every analysis tool, typed, with its timeout and optional dependency.
+pub fn registry(config: AnalysisConfig) -> Registry {
+    let config = Arc::new(config);
+    let mut registry = Registry::new();
+    identify::register(&mut registry, &config);
+    hashes::register(&mut registry, &config);
+    strings::register(&mut registry, &config);
+    iocs::register(&mut registry, &config);
+    entropy::register(&mut registry, &config);
+    pe::register(&mut registry, &config);
+    elf::register(&mut registry, &config);
+    macho::register(&mut registry, &config);
+    archive::register(&mut registry, &config);
+    document::register(&mut registry, &config);
+    carve::register(&mut registry, &config);
+    search::register(&mut registry, &config);
+    yara::register(&mut registry, &config);
+    external::register(&mut registry, &config);
+    registry
+}

@@ -1,0 +1,226 @@
+//! `entropy`: Shannon entropy of the whole file, of fixed windows, and of each section of a PE,
+//! ELF or Mach-O file (packed or encrypted code shows as entropy near 8).
+
+use std::sync::Arc;
+
+use maljan_server::{Registry, ToolError, ToolMeta};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    AnalysisConfig,
+    common::{Page, check_cancel, contain, on_sample},
+};
+
+/// Shannon entropy in bits per byte (0..=8), rounded to 4 decimals.
+pub fn shannon(bytes: &[u8]) -> f64 {
+    if bytes.is_empty() {
+        return 0.0;
+    }
+    // Four histograms break the store-to-load dependency on runs of one byte value.
+    let mut counts = [[0u64; 256]; 4];
+    let mut chunks = bytes.chunks_exact(4);
+    for c in &mut chunks {
+        counts[0][c[0] as usize] += 1;
+        counts[1][c[1] as usize] += 1;
+        counts[2][c[2] as usize] += 1;
+        counts[3][c[3] as usize] += 1;
+    }
+    for &b in chunks.remainder() {
+        counts[0][b as usize] += 1;
+    }
+    let n = bytes.len() as f64;
+    let h: f64 = (0..256)
+        .map(|i| counts[0][i] + counts[1][i] + counts[2][i] + counts[3][i])
+        .filter(|&c| c > 0)
+        .map(|c| {
+            let p = c as f64 / n;
+            -p * p.log2()
+        })
+        .sum();
+    (h * 10_000.0).round() / 10_000.0
+}
+
+/// A named region of the file and its entropy.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct Region {
+    pub name: String,
+    pub offset: u64,
+    pub size: u64,
+    pub entropy: f64,
+}
+
+/// The file regions of a PE / ELF / Mach-O file's sections (empty for other files).
+pub fn section_regions(b: &[u8]) -> Vec<(String, u64, u64)> {
+    let parsed = contain("object", || {
+        Ok(match goblin::Object::parse(b) {
+            Ok(goblin::Object::PE(pe)) => pe
+                .sections
+                .iter()
+                .map(|s| {
+                    let name = String::from_utf8_lossy(&s.name)
+                        .trim_end_matches('\0')
+                        .to_string();
+                    (
+                        name,
+                        u64::from(s.pointer_to_raw_data),
+                        u64::from(s.size_of_raw_data),
+                    )
+                })
+                .collect(),
+            Ok(goblin::Object::Elf(elf)) => elf
+                .section_headers
+                .iter()
+                .filter(|s| s.sh_type != goblin::elf::section_header::SHT_NOBITS && s.sh_size > 0)
+                .map(|s| {
+                    (
+                        elf.shdr_strtab.get_at(s.sh_name).unwrap_or("").to_string(),
+                        s.sh_offset,
+                        s.sh_size,
+                    )
+                })
+                .collect(),
+            Ok(goblin::Object::Mach(goblin::mach::Mach::Binary(m))) => m
+                .segments
+                .iter()
+                .take(1024)
+                .flat_map(|seg| seg.into_iter().take(1024).map_while(Result::ok))
+                .map(|(s, _)| {
+                    let name =
+                        format!("{},{}", s.segname().unwrap_or("?"), s.name().unwrap_or("?"));
+                    (name, u64::from(s.offset), s.size)
+                })
+                .filter(|(_, off, _)| *off != 0)
+                .collect(),
+            _ => Vec::new(),
+        })
+    });
+    parsed.unwrap_or_default()
+}
+
+/// Entropy of each section region, clamped to the file.
+pub fn sections(b: &[u8]) -> Vec<Region> {
+    section_regions(b)
+        .into_iter()
+        .map(|(name, offset, size)| {
+            let start = (offset as usize).min(b.len());
+            let end = start.saturating_add(size as usize).min(b.len());
+            Region {
+                name,
+                offset,
+                size,
+                entropy: shannon(&b[start..end]),
+            }
+        })
+        .collect()
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EntropyArgs {
+    /// The sample file (inside the server's roots).
+    #[serde(default)]
+    pub path: String,
+    /// A file carved from the sample (under the job's carved/<sha256>/ directory); read instead of `path`.
+    #[serde(default)]
+    pub carved_path: String,
+    /// Window size in bytes for the per-window entropy (0: no windows).
+    #[serde(default = "default_window")]
+    #[schemars(default = "default_window")]
+    pub window: usize,
+    /// Most windows returned in one answer.
+    #[serde(default = "default_limit")]
+    #[schemars(default = "default_limit")]
+    pub limit: usize,
+    /// Index of the first window returned (paging).
+    #[serde(default)]
+    pub offset: usize,
+}
+
+fn default_window() -> usize {
+    65_536
+}
+fn default_limit() -> usize {
+    512
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct EntropyOutput {
+    pub read_path: String,
+    pub size: u64,
+    /// Entropy of the whole file, bits per byte (0..8).
+    pub entropy: f64,
+    /// Sections of a PE / ELF / Mach-O file.
+    pub sections: Vec<Region>,
+    pub window: usize,
+    /// Windows whose entropy is 7.2 or more (likely compressed or encrypted), counted over all windows.
+    pub high_entropy_windows: usize,
+    #[serde(flatten)]
+    pub page: Page,
+    pub windows: Vec<Region>,
+}
+
+pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
+    let config = config.clone();
+    registry.add(
+        ToolMeta::new(
+            "entropy",
+            "Shannon entropy (bits per byte) of the whole sample, of each PE/ELF/Mach-O section, and of \
+             fixed-size windows (paged).",
+        )
+        .title("Entropy")
+        .timeout_s(120),
+        move |ctx, a: EntropyArgs| {
+            let config = config.clone();
+            async move {
+                if a.window != 0 && a.window < 16 {
+                    return Err(ToolError::bad_argument("window must be 0 (none) or at least 16 bytes"));
+                }
+                on_sample(&config.roots, ctx, a.path, a.carved_path, move |s, ctx| {
+                    let b = s.bytes();
+                    let mut windows = Vec::new();
+                    let mut high = 0;
+                    if a.window > 0 {
+                        for (i, chunk) in b.chunks(a.window).enumerate() {
+                            if i % 256 == 0 {
+                                check_cancel(ctx)?;
+                            }
+                            let e = shannon(chunk);
+                            if e >= 7.2 {
+                                high += 1;
+                            }
+                            let offset = (i * a.window) as u64;
+                            windows.push(Region { name: format!("@{offset:#x}"), offset, size: chunk.len() as u64, entropy: e });
+                        }
+                    }
+                    let (windows, page) = crate::common::page(windows, a.offset, a.limit.max(1));
+                    Ok(EntropyOutput {
+                        read_path: s.read_path(),
+                        size: b.len() as u64,
+                        entropy: shannon(b),
+                        sections: sections(b),
+                        window: a.window,
+                        high_entropy_windows: high,
+                        page,
+                        windows,
+                    })
+                })
+                .await
+            }
+        },
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds() {
+        assert_eq!(shannon(&[]), 0.0);
+        assert_eq!(shannon(&[7; 1000]), 0.0);
+        let all: Vec<u8> = (0..=255u8).cycle().take(256 * 64).collect();
+        assert_eq!(shannon(&all), 8.0);
+        assert_eq!(shannon(b"abab"), 1.0);
+    }
+}

@@ -1,0 +1,172 @@
+//! `hashes`: MD5, SHA-1, SHA-256, SHA-512 and the similarity hashes ssdeep and TLSH.
+//!
+//! Each digest runs on its own thread over the memory-mapped sample, so the wall time is that of
+//! the slowest digest (MD5 or SHA-512), not the sum.
+
+use std::sync::Arc;
+
+use maljan_server::{Registry, ToolError, ToolMeta};
+use md5::Md5;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use sha1::Sha1;
+use sha2::{Digest, Sha256, Sha512};
+
+use crate::{AnalysisConfig, common::on_sample};
+
+/// The digests of one byte string.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct Hashes {
+    pub size: u64,
+    pub md5: String,
+    pub sha1: String,
+    pub sha256: String,
+    pub sha512: String,
+    /// ssdeep (context-triggered piecewise hash); null when not asked for.
+    pub ssdeep: Option<String>,
+    /// TLSH (128 buckets, 1-byte checksum, "T1" prefix); null when not asked for or the input is
+    /// too small or too uniform (TLSH needs at least 50 bytes with some variety).
+    pub tlsh: Option<String>,
+}
+
+const PARALLEL_FROM: usize = 1 << 20;
+
+fn digest_hex<D: Digest>(bytes: &[u8]) -> String {
+    let mut d = D::new();
+    for chunk in bytes.chunks(1 << 20) {
+        d.update(chunk);
+    }
+    hex::encode(d.finalize())
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    digest_hex::<Sha256>(bytes)
+}
+
+pub fn ssdeep(bytes: &[u8]) -> String {
+    fuzzyhash::FuzzyHash::new(bytes).to_string()
+}
+
+pub fn tlsh(bytes: &[u8]) -> Option<String> {
+    let mut builder = tlsh2::TlshDefaultBuilder::new();
+    for chunk in bytes.chunks(1 << 20) {
+        builder.update(chunk);
+    }
+    let t = builder.build()?;
+    Some(String::from_utf8_lossy(&t.hash()).into_owned())
+}
+
+/// All digests of `bytes`; `fuzzy` adds ssdeep and TLSH.
+pub fn hash_bytes(bytes: &[u8], fuzzy: bool) -> Hashes {
+    let size = bytes.len() as u64;
+    if bytes.len() < PARALLEL_FROM {
+        return Hashes {
+            size,
+            md5: digest_hex::<Md5>(bytes),
+            sha1: digest_hex::<Sha1>(bytes),
+            sha256: digest_hex::<Sha256>(bytes),
+            sha512: digest_hex::<Sha512>(bytes),
+            ssdeep: fuzzy.then(|| ssdeep(bytes)),
+            tlsh: if fuzzy { tlsh(bytes) } else { None },
+        };
+    }
+    std::thread::scope(|s| {
+        let md5 = s.spawn(|| digest_hex::<Md5>(bytes));
+        let sha1 = s.spawn(|| digest_hex::<Sha1>(bytes));
+        let sha256 = s.spawn(|| digest_hex::<Sha256>(bytes));
+        let sha512 = s.spawn(|| digest_hex::<Sha512>(bytes));
+        let ssdeep = fuzzy.then(|| s.spawn(|| ssdeep(bytes)));
+        let tlsh = fuzzy.then(|| s.spawn(|| tlsh(bytes)));
+        let join = |h: std::thread::ScopedJoinHandle<'_, String>| h.join().unwrap_or_default();
+        Hashes {
+            size,
+            md5: join(md5),
+            sha1: join(sha1),
+            sha256: join(sha256),
+            sha512: join(sha512),
+            ssdeep: ssdeep.map(join),
+            tlsh: tlsh.and_then(|h| h.join().ok().flatten()),
+        }
+    })
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HashesArgs {
+    /// The sample file (inside the server's roots).
+    #[serde(default)]
+    pub path: String,
+    /// A file carved from the sample (under the job's carved/<sha256>/ directory); read instead of `path`.
+    #[serde(default)]
+    pub carved_path: String,
+    /// Also compute the similarity hashes ssdeep and TLSH.
+    #[serde(default = "yes")]
+    #[schemars(default = "yes")]
+    pub fuzzy: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct HashesOutput {
+    /// The file that was read.
+    pub read_path: String,
+    #[serde(flatten)]
+    pub hashes: Hashes,
+}
+
+pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
+    let config = config.clone();
+    registry.add(
+        ToolMeta::new(
+            "hashes",
+            "MD5, SHA-1, SHA-256 and SHA-512 of the sample, plus the similarity hashes ssdeep and TLSH.",
+        )
+        .title("Hashes")
+        .timeout_s(120),
+        move |ctx, a: HashesArgs| {
+            let config = config.clone();
+            async move {
+                on_sample(&config.roots, ctx, a.path, a.carved_path, move |s, _| {
+                    Ok::<_, ToolError>(HashesOutput {
+                        read_path: s.read_path(),
+                        hashes: hash_bytes(s.bytes(), a.fuzzy),
+                    })
+                })
+                .await
+            }
+        },
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_digests() {
+        let h = hash_bytes(b"abc", true);
+        assert_eq!(h.md5, "900150983cd24fb0d6963f7d28e17f72");
+        assert_eq!(h.sha1, "a9993e364706816aba3e25717850c26c9cd0d89d");
+        assert_eq!(
+            h.sha256,
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert!(h.sha512.starts_with("ddaf35a193617aba"));
+        assert_eq!(h.tlsh, None, "too short for TLSH");
+        assert!(h.ssdeep.unwrap().starts_with("3:"));
+    }
+
+    #[test]
+    fn parallel_path_matches_sequential() {
+        let data: Vec<u8> = (0..3_000_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        let par = hash_bytes(&data, true);
+        assert_eq!(par.sha256, sha256_hex(&data));
+        assert_eq!(par.md5, digest_hex::<Md5>(&data));
+        assert!(par.tlsh.as_deref().unwrap().starts_with("T1"));
+    }
+}

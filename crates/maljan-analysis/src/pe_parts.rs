@@ -1,0 +1,490 @@
+//! The parts of pe_info: sections, imports and imphash, exports, resources, overlay, PDB, Rich
+//! header, and the flag names.
+
+use goblin::pe::{PE, section_table::SectionTable};
+use md5::{Digest, Md5};
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use crate::{
+    common::{le_u16, le_u32},
+    entropy::shannon,
+    identify::identify,
+};
+
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct PeSection {
+    pub name: String,
+    pub virtual_address: u32,
+    pub virtual_size: u32,
+    pub raw_offset: u32,
+    pub raw_size: u32,
+    pub entropy: f64,
+    /// read, write, execute, code, initialized_data, uninitialized_data, discardable, shared.
+    pub characteristics: Vec<String>,
+}
+
+pub fn section(b: &[u8], s: &SectionTable) -> PeSection {
+    let start = (s.pointer_to_raw_data as usize).min(b.len());
+    let end = start
+        .saturating_add(s.size_of_raw_data as usize)
+        .min(b.len());
+    let c = s.characteristics;
+    let flags = [
+        (0x0000_0020, "code"),
+        (0x0000_0040, "initialized_data"),
+        (0x0000_0080, "uninitialized_data"),
+        (0x0200_0000, "discardable"),
+        (0x1000_0000, "shared"),
+        (0x2000_0000, "execute"),
+        (0x4000_0000, "read"),
+        (0x8000_0000, "write"),
+    ];
+    PeSection {
+        name: s.real_name.clone().unwrap_or_else(|| {
+            String::from_utf8_lossy(&s.name)
+                .trim_end_matches('\0')
+                .to_string()
+        }),
+        virtual_address: s.virtual_address,
+        virtual_size: s.virtual_size,
+        raw_offset: s.pointer_to_raw_data,
+        raw_size: s.size_of_raw_data,
+        entropy: shannon(&b[start..end]),
+        characteristics: flags
+            .iter()
+            .filter(|(bit, _)| c & bit != 0)
+            .map(|(_, n)| n.to_string())
+            .collect(),
+    }
+}
+
+pub fn rva_to_offset(pe: &PE<'_>, rva: u32) -> Option<usize> {
+    let headers = pe
+        .header
+        .optional_header
+        .as_ref()
+        .map(|o| o.windows_fields.size_of_headers)
+        .unwrap_or(0);
+    if rva < headers {
+        return Some(rva as usize);
+    }
+    pe.sections.iter().find_map(|s| {
+        let size = s.virtual_size.max(s.size_of_raw_data);
+        (rva >= s.virtual_address && rva - s.virtual_address < size)
+            .then(|| (rva - s.virtual_address) as usize + s.pointer_to_raw_data as usize)
+    })
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct ImportDll {
+    pub dll: String,
+    /// Function names; imports by ordinal appear as `ord123` (or their name for ws2_32/wsock32).
+    pub functions: Vec<String>,
+}
+
+/// ws2_32 / wsock32 ordinals as pefile's ordlookup names them (the ones malware imports).
+fn ws2_32_name(ord: u16) -> Option<&'static str> {
+    Some(match ord {
+        1 => "accept",
+        2 => "bind",
+        3 => "closesocket",
+        4 => "connect",
+        5 => "getpeername",
+        6 => "getsockname",
+        7 => "getsockopt",
+        8 => "htonl",
+        9 => "htons",
+        10 => "ioctlsocket",
+        11 => "inet_addr",
+        12 => "inet_ntoa",
+        13 => "listen",
+        14 => "ntohl",
+        15 => "ntohs",
+        16 => "recv",
+        17 => "recvfrom",
+        18 => "select",
+        19 => "send",
+        20 => "sendto",
+        21 => "setsockopt",
+        22 => "shutdown",
+        23 => "socket",
+        51 => "gethostbyaddr",
+        52 => "gethostbyname",
+        53 => "getprotobyname",
+        54 => "getprotobynumber",
+        55 => "getservbyname",
+        56 => "getservbyport",
+        57 => "gethostname",
+        111 => "WSAGetLastError",
+        112 => "WSASetLastError",
+        115 => "WSAStartup",
+        116 => "WSACleanup",
+        151 => "__WSAFDIsSet",
+        _ => return None,
+    })
+}
+
+/// Imports grouped by DLL (in table order), their count, and the imphash.
+pub fn imports(pe: &PE<'_>) -> (Vec<ImportDll>, usize, Option<String>) {
+    let mut dlls: Vec<ImportDll> = Vec::new();
+    let mut imphash_parts: Vec<String> = Vec::new();
+    for imp in &pe.imports {
+        let by_ordinal = imp.rva == 0 && imp.name.starts_with("ORDINAL ");
+        let dll_lower = imp.dll.to_ascii_lowercase();
+        let func = if by_ordinal {
+            match dll_lower.as_str() {
+                "ws2_32.dll" | "wsock32.dll" => ws2_32_name(imp.ordinal).map(str::to_string),
+                _ => None,
+            }
+            .unwrap_or_else(|| format!("ord{}", imp.ordinal))
+        } else {
+            imp.name.to_string()
+        };
+        let lib = match dll_lower.rsplit_once('.') {
+            Some((stem, "dll" | "ocx" | "sys")) => stem.to_string(),
+            _ => dll_lower.clone(),
+        };
+        imphash_parts.push(format!("{lib}.{}", func.to_ascii_lowercase()));
+        match dlls.last_mut() {
+            Some(last) if last.dll == imp.dll => last.functions.push(func),
+            _ => dlls.push(ImportDll {
+                dll: imp.dll.to_string(),
+                functions: vec![func],
+            }),
+        }
+    }
+    let count = imphash_parts.len();
+    let imphash = (!imphash_parts.is_empty())
+        .then(|| hex::encode(Md5::digest(imphash_parts.join(",").as_bytes())));
+    (dlls, count, imphash)
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct ExportInfo {
+    /// The DLL name the export directory gives itself.
+    pub dll_name: Option<String>,
+    pub count: usize,
+    pub functions: Vec<ExportFn>,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct ExportFn {
+    pub name: Option<String>,
+    pub rva: u32,
+    /// `LIB.func` for a forwarded export.
+    pub forward: Option<String>,
+}
+
+pub fn exports(pe: &PE<'_>, limit: usize) -> Option<ExportInfo> {
+    if pe.exports.is_empty() && pe.export_data.is_none() {
+        return None;
+    }
+    let functions = pe
+        .exports
+        .iter()
+        .take(limit)
+        .map(|e| ExportFn {
+            name: e.name.map(str::to_string),
+            rva: e.rva as u32,
+            forward: e.reexport.as_ref().map(|r| match r {
+                goblin::pe::export::Reexport::DLLName { export, lib } => format!("{lib}.{export}"),
+                goblin::pe::export::Reexport::DLLOrdinal { ordinal, lib } => {
+                    format!("{lib}.#{ordinal}")
+                }
+            }),
+        })
+        .collect();
+    Some(ExportInfo {
+        dll_name: pe.name.map(str::to_string),
+        count: pe.exports.len(),
+        functions,
+    })
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct Overlay {
+    pub offset: u64,
+    pub size: u64,
+    pub entropy: f64,
+    /// What the overlay data is (identify_file's kind: zip, pe, data, …).
+    pub kind: String,
+}
+
+pub fn overlay(b: &[u8], pe: &PE<'_>) -> Option<Overlay> {
+    let headers = pe
+        .header
+        .optional_header
+        .as_ref()
+        .map(|o| o.windows_fields.size_of_headers as u64)
+        .unwrap_or(0);
+    let end = pe
+        .sections
+        .iter()
+        .filter(|s| s.size_of_raw_data > 0)
+        .map(|s| u64::from(s.pointer_to_raw_data) + u64::from(s.size_of_raw_data))
+        .max()
+        .unwrap_or(headers);
+    let len = b.len() as u64;
+    if end >= len {
+        return None;
+    }
+    let data = &b[end as usize..];
+    Some(Overlay {
+        offset: end,
+        size: len - end,
+        entropy: shannon(data),
+        kind: identify(&data[..data.len().min(1 << 20)]).kind,
+    })
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct Pdb {
+    pub path: String,
+    pub guid: Option<String>,
+    pub age: u32,
+}
+
+pub fn pdb(pe: &PE<'_>) -> Option<Pdb> {
+    let debug = pe.debug_data.as_ref()?;
+    if let Some(cv) = &debug.codeview_pdb70_debug_info {
+        let g = cv.signature;
+        let guid = format!(
+            "{:08X}-{:04X}-{:04X}-{}-{}",
+            u32::from_le_bytes([g[0], g[1], g[2], g[3]]),
+            u16::from_le_bytes([g[4], g[5]]),
+            u16::from_le_bytes([g[6], g[7]]),
+            hex::encode_upper(&g[8..10]),
+            hex::encode_upper(&g[10..16])
+        );
+        return Some(Pdb {
+            path: c_str(cv.filename),
+            guid: Some(guid),
+            age: cv.age,
+        });
+    }
+    debug.codeview_pdb20_debug_info.as_ref().map(|cv| Pdb {
+        path: c_str(cv.filename),
+        guid: None,
+        age: cv.age,
+    })
+}
+
+fn c_str(b: &[u8]) -> String {
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    String::from_utf8_lossy(&b[..end]).into_owned()
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct RichEntry {
+    pub product: u16,
+    pub build: u16,
+    pub count: u32,
+}
+
+pub fn rich(pe: &PE<'_>) -> Option<Vec<RichEntry>> {
+    let rich = pe.header.rich_header.as_ref()?;
+    let entries: Vec<RichEntry> = rich
+        .metadatas()
+        .filter_map(Result::ok)
+        .take(256)
+        .map(|m| RichEntry {
+            product: m.product,
+            build: m.build,
+            count: m.use_count,
+        })
+        .collect();
+    Some(entries)
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct PeResource {
+    /// RT_ICON, RT_VERSION, RT_RCDATA, … or the type's own name / number.
+    pub r#type: String,
+    pub name: String,
+    pub language: u32,
+    pub offset: u64,
+    pub size: u32,
+    pub entropy: f64,
+    /// What the data is (identify_file's kind): an embedded PE or archive stands out.
+    pub kind: String,
+}
+
+fn resource_type_name(id: u32) -> String {
+    let name = match id {
+        1 => "RT_CURSOR",
+        2 => "RT_BITMAP",
+        3 => "RT_ICON",
+        4 => "RT_MENU",
+        5 => "RT_DIALOG",
+        6 => "RT_STRING",
+        7 => "RT_FONTDIR",
+        8 => "RT_FONT",
+        9 => "RT_ACCELERATOR",
+        10 => "RT_RCDATA",
+        11 => "RT_MESSAGETABLE",
+        12 => "RT_GROUP_CURSOR",
+        14 => "RT_GROUP_ICON",
+        16 => "RT_VERSION",
+        17 => "RT_DLGINCLUDE",
+        19 => "RT_PLUGPLAY",
+        20 => "RT_VXD",
+        21 => "RT_ANICURSOR",
+        22 => "RT_ANIICON",
+        23 => "RT_HTML",
+        24 => "RT_MANIFEST",
+        _ => return id.to_string(),
+    };
+    name.to_string()
+}
+
+/// Walks the resource tree (type / name / language) from its root's file offset.
+pub fn resources(b: &[u8], pe: &PE<'_>, root: usize, limit: usize) -> Vec<PeResource> {
+    let mut out = Vec::new();
+    let mut visited = 0usize;
+    walk(
+        b,
+        pe,
+        root,
+        root,
+        0,
+        &mut Vec::new(),
+        &mut out,
+        &mut visited,
+        limit,
+    );
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn walk(
+    b: &[u8],
+    pe: &PE<'_>,
+    root: usize,
+    dir: usize,
+    depth: usize,
+    path: &mut Vec<(Option<u32>, String)>,
+    out: &mut Vec<PeResource>,
+    visited: &mut usize,
+    limit: usize,
+) {
+    if depth > 3 || out.len() >= limit || *visited > 100_000 {
+        return;
+    }
+    let (Some(named), Some(ids)) = (le_u16(b, dir + 12), le_u16(b, dir + 14)) else {
+        return;
+    };
+    let count = usize::from(named) + usize::from(ids);
+    for i in 0..count.min(4096) {
+        *visited += 1;
+        let entry = dir + 16 + i * 8;
+        let (Some(name), Some(target)) = (le_u32(b, entry), le_u32(b, entry + 4)) else {
+            return;
+        };
+        let label = if name & 0x8000_0000 != 0 {
+            (
+                None,
+                resource_string(b, root + (name & 0x7fff_ffff) as usize),
+            )
+        } else {
+            (Some(name), name.to_string())
+        };
+        path.push(label);
+        if target & 0x8000_0000 != 0 {
+            let sub = root + (target & 0x7fff_ffff) as usize;
+            if sub != dir {
+                walk(b, pe, root, sub, depth + 1, path, out, visited, limit);
+            }
+        } else if let (Some(rva), Some(size)) = (
+            le_u32(b, root + target as usize),
+            le_u32(b, root + target as usize + 4),
+        ) {
+            let offset = rva_to_offset(pe, rva);
+            let data = offset.and_then(|o| b.get(o..o.saturating_add(size as usize)));
+            let r#type = match path.first() {
+                Some((Some(id), _)) => resource_type_name(*id),
+                Some((None, s)) => s.clone(),
+                None => String::new(),
+            };
+            out.push(PeResource {
+                r#type,
+                name: path.get(1).map(|p| p.1.clone()).unwrap_or_default(),
+                language: path.get(2).and_then(|p| p.0).unwrap_or(0),
+                offset: offset.unwrap_or(0) as u64,
+                size,
+                entropy: data.map(shannon).unwrap_or(0.0),
+                kind: data
+                    .map(|d| identify(&d[..d.len().min(1 << 16)]).kind)
+                    .unwrap_or_else(|| "outside the file".into()),
+            });
+        }
+        path.pop();
+        if out.len() >= limit {
+            return;
+        }
+    }
+}
+
+fn resource_string(b: &[u8], at: usize) -> String {
+    let Some(len) = le_u16(b, at) else {
+        return String::new();
+    };
+    let units: Vec<u16> = (0..usize::from(len).min(256))
+        .filter_map(|i| le_u16(b, at + 2 + i * 2))
+        .collect();
+    String::from_utf16_lossy(&units)
+}
+
+pub fn subsystem_name(s: u16) -> &'static str {
+    match s {
+        1 => "native",
+        2 => "windows_gui",
+        3 => "windows_cui",
+        5 => "os2_cui",
+        7 => "posix_cui",
+        9 => "windows_ce_gui",
+        10 => "efi_application",
+        11 => "efi_boot_service_driver",
+        12 => "efi_runtime_driver",
+        13 => "efi_rom",
+        14 => "xbox",
+        16 => "windows_boot_application",
+        _ => "unknown",
+    }
+}
+
+pub fn characteristics(c: u16) -> Vec<String> {
+    [
+        (0x0001, "relocs_stripped"),
+        (0x0002, "executable_image"),
+        (0x0020, "large_address_aware"),
+        (0x0100, "32bit_machine"),
+        (0x0200, "debug_stripped"),
+        (0x1000, "system"),
+        (0x2000, "dll"),
+    ]
+    .iter()
+    .filter(|(bit, _)| c & bit != 0)
+    .map(|(_, n)| n.to_string())
+    .collect()
+}
+
+pub fn dll_characteristics(c: u16) -> Vec<String> {
+    [
+        (0x0020, "high_entropy_va"),
+        (0x0040, "dynamic_base"),
+        (0x0080, "force_integrity"),
+        (0x0100, "nx_compat"),
+        (0x0200, "no_isolation"),
+        (0x0400, "no_seh"),
+        (0x0800, "no_bind"),
+        (0x1000, "appcontainer"),
+        (0x2000, "wdm_driver"),
+        (0x4000, "guard_cf"),
+        (0x8000, "terminal_server_aware"),
+    ]
+    .iter()
+    .filter(|(bit, _)| c & bit != 0)
+    .map(|(_, n)| n.to_string())
+    .collect()
+}
