@@ -4,7 +4,9 @@ use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
-use maljan_server::{HttpOptions, Registry, Roots, StdioOptions, ToolServer};
+use maljan_server::{
+    HttpOptions, Registry, Roots, StagingOptions, StagingStore, StdioOptions, ToolServer,
+};
 
 #[derive(Clone, Copy, ValueEnum)]
 pub enum BuiltIn {
@@ -80,6 +82,26 @@ pub struct ServeArgs {
     /// The longest message accepted, in bytes.
     #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]
     pub max_message_bytes: usize,
+    #[command(flatten)]
+    pub staging: StagingArgs,
+}
+
+/// put_sample: how a client on another host hands this server a sample (on by default for --http).
+#[derive(Args)]
+pub struct StagingArgs {
+    /// Do not offer put_sample / put_sample_begin / _chunk / _finish over HTTP.
+    #[arg(long)]
+    pub no_put_sample: bool,
+    /// Where received samples are stored (0700; it becomes one of the roots).
+    /// Default: a per-user directory under $XDG_RUNTIME_DIR or the temp dir.
+    #[arg(long, value_name = "DIR")]
+    pub staging_dir: Option<PathBuf>,
+    /// The largest sample accepted through put_sample, in bytes.
+    #[arg(long, default_value_t = 2 * 1024 * 1024 * 1024, value_name = "BYTES")]
+    pub max_sample_bytes: u64,
+    /// Chunked uploads in flight at once.
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    pub max_uploads: usize,
 }
 
 #[derive(Args)]
@@ -91,17 +113,21 @@ pub struct ToolsArgs {
 }
 
 /// Builds the registry for a built-in server under a policy; unknown allowed names stop here.
+/// A staging store, when given, adds its put_sample tools and its directory to the roots.
 pub fn build_server(
     which: BuiltIn,
     policy: &PolicyArgs,
     name: Option<String>,
     version: Option<String>,
+    staging: Option<Arc<StagingStore>>,
 ) -> anyhow::Result<Arc<ToolServer>> {
-    let roots = if policy.roots.is_empty() {
-        Roots::new([std::env::current_dir().context("cannot read the current directory")?])?
+    let mut dirs = if policy.roots.is_empty() {
+        vec![std::env::current_dir().context("cannot read the current directory")?]
     } else {
-        Roots::new(&policy.roots)?
+        policy.roots.clone()
     };
+    dirs.extend(staging.as_ref().map(|s| s.dir().to_path_buf()));
+    let roots = Roots::new(&dirs)?;
     let mut registry: Registry = match which {
         BuiltIn::Files => maljan_files::registry(maljan_files::FilesConfig {
             roots,
@@ -119,6 +145,9 @@ pub fn build_server(
     }
     if policy.read_only {
         registry.retain(|meta| !meta.destructive);
+    }
+    if let Some(store) = staging {
+        maljan_server::staging::register(&mut registry, store);
     }
     let name = name.unwrap_or_else(|| which.default_name().to_string());
     let version = version.unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string());
@@ -178,7 +207,34 @@ fn parse_addr(text: &str) -> anyhow::Result<SocketAddr> {
 }
 
 pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
-    let server = build_server(args.server, &args.policy, args.name, args.server_version)?;
+    let name = args
+        .name
+        .clone()
+        .unwrap_or_else(|| args.server.default_name().to_string());
+    let staging = match (&args.http, args.staging.no_put_sample) {
+        (Some(_), false) => {
+            let dir = args
+                .staging
+                .staging_dir
+                .clone()
+                .unwrap_or_else(|| StagingOptions::default_dir(&name));
+            let mut options = StagingOptions::new(&dir);
+            options.max_sample_bytes = args.staging.max_sample_bytes;
+            options.max_open_uploads = args.staging.max_uploads;
+            let store = StagingStore::open(options)
+                .with_context(|| format!("staging directory {}", dir.display()))?;
+            store.spawn_sweeper();
+            Some(store)
+        }
+        _ => None,
+    };
+    let server = build_server(
+        args.server,
+        &args.policy,
+        Some(name),
+        args.server_version,
+        staging,
+    )?;
     match &args.http {
         None => {
             maljan_server::serve_stdio(
@@ -221,7 +277,7 @@ fn read_token(file: Option<&std::path::Path>) -> anyhow::Result<Option<String>> 
 }
 
 pub fn tools(args: ToolsArgs) -> anyhow::Result<ExitCode> {
-    let server = build_server(args.server, &args.policy, None, None)?;
+    let server = build_server(args.server, &args.policy, None, None, None)?;
     let descriptors = maljan_server::tool_descriptors(&server);
     println!("{}", serde_json::to_string_pretty(&descriptors)?);
     Ok(ExitCode::SUCCESS)

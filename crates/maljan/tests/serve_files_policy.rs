@@ -39,6 +39,8 @@ fn session(args: &[&str], lines: &[Value]) -> (Vec<Value>, String) {
         out.push(v);
     }
     drop(stdin);
+    // Requests run concurrently, so answers arrive in any order: index them by id.
+    out.sort_by_key(|v| v["id"].as_i64());
     let output = child.wait_with_output().unwrap();
     (out, String::from_utf8_lossy(&output.stderr).to_string())
 }

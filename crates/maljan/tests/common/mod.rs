@@ -66,28 +66,31 @@ pub fn spawn(cmd: &mut Command) -> Running {
     )
 }
 
-/// Runs a command to completion with a time limit, returning its output.
+/// Runs a command to completion with a time limit, returning its output. Output is drained
+/// while the command runs (a full pipe would otherwise stall it).
 pub fn run(cmd: &mut Command, limit: Duration) -> Output {
-    let mut child = cmd
+    let child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn");
-    let deadline = Instant::now() + limit;
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(output) => output.expect("wait"),
+        Err(_) => {
+            // SAFETY: kill(2) on a pid we spawned and have not reaped yet.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            let out = rx.recv().expect("wait").expect("wait");
             panic!(
                 "command did not finish within {limit:?}\nstdout: {}\nstderr: {}",
                 String::from_utf8_lossy(&out.stdout),
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
