@@ -20,9 +20,14 @@ use crate::{config::BreakerConfig, outcome::CallError};
 #[derive(Debug, Clone, PartialEq)]
 enum Phase {
     Closed,
-    Resting { until: Instant, until_wall: SystemTime },
+    Resting {
+        until: Instant,
+        until_wall: SystemTime,
+    },
     /// The cooldown is over; `in_flight` says whether the one trial call is out.
-    Trial { in_flight: bool },
+    Trial {
+        in_flight: bool,
+    },
 }
 
 #[derive(Debug)]
@@ -76,7 +81,12 @@ impl Breaker {
             server: server.into(),
             failures_to_open: cfg.failures_to_open.max(1),
             cooldown: cfg.cooldown(),
-            state: Mutex::new(State { phase: Phase::Closed, failures: 0, last_reason: String::new(), rests: 0 }),
+            state: Mutex::new(State {
+                phase: Phase::Closed,
+                failures: 0,
+                last_reason: String::new(),
+                rests: 0,
+            }),
         }
     }
 
@@ -125,8 +135,10 @@ impl Breaker {
     fn refusal(&self, s: &State, tool: &str, when: &str) -> CallError {
         let n = s.failures.max(self.failures_to_open);
         let plural = if n == 1 { "" } else { "s" };
-        let mut msg =
-            format!("tool server '{}' is resting after {n} call{plural} in a row it did not answer; {when}", self.server);
+        let mut msg = format!(
+            "tool server '{}' is resting after {n} call{plural} in a row it did not answer; {when}",
+            self.server
+        );
         if !s.last_reason.is_empty() {
             msg.push_str(&format!(" (the last: {})", s.last_reason));
         }
@@ -168,7 +180,12 @@ impl Breaker {
                     until_wall: SystemTime::now() + self.cooldown,
                 };
                 s.rests += 1;
-                Some(RestEvent { server: self.server.clone(), failures: s.failures, cooldown: self.cooldown, reason })
+                Some(RestEvent {
+                    server: self.server.clone(),
+                    failures: s.failures,
+                    cooldown: self.cooldown,
+                    reason,
+                })
             }
         }
     }
@@ -194,7 +211,10 @@ mod tests {
     use super::*;
 
     fn breaker(cooldown_ms: u64) -> Breaker {
-        let cfg = BreakerConfig { cooldown_seconds: cooldown_ms as f64 / 1000.0, ..Default::default() };
+        let cfg = BreakerConfig {
+            cooldown_seconds: cooldown_ms as f64 / 1000.0,
+            ..Default::default()
+        };
         Breaker::new("s", &cfg)
     }
 
@@ -208,7 +228,11 @@ mod tests {
         }
         let e = b.admit("t").unwrap_err();
         assert_eq!(e.code, ErrorCode::ServerResting);
-        assert!(e.message.contains("resting after 3 calls in a row"), "{}", e.message);
+        assert!(
+            e.message.contains("resting after 3 calls in a row"),
+            "{}",
+            e.message
+        );
         assert!(e.message.contains("tried again in 60 s"), "{}", e.message);
     }
 
@@ -234,7 +258,11 @@ mod tests {
         let trial = b.admit("t").unwrap();
         assert!(trial.trial);
         let e = b.admit("t").unwrap_err();
-        assert!(e.message.contains("one call has been let through"), "{}", e.message);
+        assert!(
+            e.message.contains("one call has been let through"),
+            "{}",
+            e.message
+        );
         // Abandoned trial: the next caller becomes the trial.
         b.record(trial, Verdict::Abandoned);
         let trial = b.admit("t").unwrap();
@@ -260,7 +288,10 @@ mod tests {
     fn late_failures_do_not_extend_a_rest() {
         let b = breaker(60_000);
         let tickets: Vec<_> = (0..5).map(|_| b.admit("t").unwrap()).collect();
-        let rests: Vec<_> = tickets.into_iter().map(|t| b.record(t, Verdict::Unanswered("x".into()))).collect();
+        let rests: Vec<_> = tickets
+            .into_iter()
+            .map(|t| b.record(t, Verdict::Unanswered("x".into())))
+            .collect();
         assert_eq!(rests.iter().filter(|r| r.is_some()).count(), 1);
         assert_eq!(b.failures(), 5);
     }

@@ -68,7 +68,13 @@ impl fmt::Display for ConfigError {
         if self.key.is_empty() {
             write!(f, "config file {}: {}", self.file.display(), self.problem)
         } else {
-            write!(f, "config file {}: {}: {}", self.file.display(), self.key, self.problem)
+            write!(
+                f,
+                "config file {}: {}: {}",
+                self.file.display(),
+                self.key,
+                self.problem
+            )
         }
     }
 }
@@ -214,7 +220,10 @@ pub struct LedgerConfig {
 
 impl Default for LedgerConfig {
     fn default() -> Self {
-        Self { path: String::new(), result_cap_bytes: 256 * 1024 }
+        Self {
+            path: String::new(),
+            result_cap_bytes: 256 * 1024,
+        }
     }
 }
 
@@ -268,8 +277,25 @@ impl Config {
                 config.data_dir = data_dir;
                 Ok(config)
             }
-            Err(e) => Err(ConfigError { file: path, key: String::new(), problem: format!("cannot read it: {e}") }),
+            Err(e) => Err(ConfigError {
+                file: path,
+                key: String::new(),
+                problem: format!("cannot read it: {e}"),
+            }),
         }
+    }
+
+    /// Reads the config to change it: like [`Config::load`], but a missing file (even one named
+    /// with --config) starts from the built-in servers, to be written at that path.
+    pub fn load_for_edit(explicit: Option<&Path>) -> Result<Self, ConfigError> {
+        let path = crate::paths::config_path(explicit);
+        if path.exists() {
+            return Self::load(Some(&path));
+        }
+        let mut config = Self::builtin();
+        config.path = path;
+        config.data_dir = crate::paths::data_dir();
+        Ok(config)
     }
 
     /// Parses and validates a file's text; `path` is only used in errors and for relative paths.
@@ -287,7 +313,9 @@ impl Config {
         let exe = std::env::current_exe()
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or_else(|_| "maljan".into());
-        let cwd = std::env::current_dir().map(|p| p.to_string_lossy().into_owned()).unwrap_or_else(|_| ".".into());
+        let cwd = std::env::current_dir()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| ".".into());
         let mut servers = BTreeMap::new();
         servers.insert(
             "files".to_string(),
@@ -309,11 +337,18 @@ impl Config {
                 ..Default::default()
             },
         );
-        Self { servers, ..Default::default() }
+        Self {
+            servers,
+            ..Default::default()
+        }
     }
 
     fn err(&self, key: impl Into<String>, problem: impl Into<String>) -> ConfigError {
-        ConfigError { file: self.path.clone(), key: key.into(), problem: problem.into() }
+        ConfigError {
+            file: self.path.clone(),
+            key: key.into(),
+            problem: problem.into(),
+        }
     }
 
     /// Checks what serde cannot: names, required fields per transport, timings.
@@ -330,7 +365,10 @@ impl Config {
             ("connect_timeout_seconds", b.connect_timeout_seconds),
         ] {
             if !v.is_finite() || v < 0.0 {
-                return Err(self.err(format!("{key}.{name}"), format!("must be a number of seconds ≥ 0, not {v}")));
+                return Err(self.err(
+                    format!("{key}.{name}"),
+                    format!("must be a number of seconds ≥ 0, not {v}"),
+                ));
             }
         }
         if b.call_timeout_seconds == 0.0 {
@@ -357,7 +395,10 @@ impl Config {
     /// The directory relative `cwd`s resolve against.
     pub fn base_dir(&self) -> PathBuf {
         if self.from_file {
-            self.path.parent().map(Path::to_path_buf).unwrap_or_else(|| PathBuf::from("."))
+            self.path
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_else(|| PathBuf::from("."))
         } else {
             std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."))
         }
@@ -367,16 +408,24 @@ impl Config {
     pub fn save(&self) -> Result<(), ConfigError> {
         use std::{io::Write, os::unix::fs::OpenOptionsExt};
         self.validate()?;
-        let text = toml::to_string_pretty(self).map_err(|e| self.err("", format!("cannot serialise: {e}")))?;
+        let text = toml::to_string_pretty(self)
+            .map_err(|e| self.err("", format!("cannot serialise: {e}")))?;
         let io = |e: std::io::Error| self.err("", format!("cannot write it: {e}"));
         if let Some(dir) = self.path.parent()
             && !dir.as_os_str().is_empty()
         {
             crate::paths::ensure_private_dir(dir).map_err(io)?;
         }
-        let tmp = self.path.with_extension(format!("toml.tmp{}", std::process::id()));
-        let mut f =
-            std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp).map_err(io)?;
+        let tmp = self
+            .path
+            .with_extension(format!("toml.tmp{}", std::process::id()));
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(io)?;
         f.write_all(b"# maljan configuration (see `maljan servers --help`). Tokens are sealed: enc:v1:...\n")
             .map_err(io)?;
         f.write_all(text.as_bytes()).map_err(io)?;
@@ -396,7 +445,11 @@ pub fn valid_server_name(name: &str) -> bool {
 fn validate_server(file: &Path, name: &str, s: &ServerConfig) -> Result<(), ConfigError> {
     let err = |field: &str, problem: String| ConfigError {
         file: file.to_path_buf(),
-        key: if field.is_empty() { format!("servers.{name}") } else { format!("servers.{name}.{field}") },
+        key: if field.is_empty() {
+            format!("servers.{name}")
+        } else {
+            format!("servers.{name}.{field}")
+        },
         problem,
     };
     if !valid_server_name(name) {
@@ -409,30 +462,52 @@ fn validate_server(file: &Path, name: &str, s: &ServerConfig) -> Result<(), Conf
     match s.transport {
         TransportKind::Stdio => {
             if s.command.trim().is_empty() {
-                return Err(err("command", "a stdio server needs the command that starts it".into()));
+                return Err(err(
+                    "command",
+                    "a stdio server needs the command that starts it".into(),
+                ));
             }
             if !s.url.is_empty() {
-                return Err(err("url", "a stdio server has no url (did you mean transport = \"http\"?)".into()));
+                return Err(err(
+                    "url",
+                    "a stdio server has no url (did you mean transport = \"http\"?)".into(),
+                ));
             }
         }
         _ => {
             if s.url.is_empty() {
-                return Err(err("url", format!("a {} server needs its url", s.transport)));
+                return Err(err(
+                    "url",
+                    format!("a {} server needs its url", s.transport),
+                ));
             }
             match reqwest::Url::parse(&s.url) {
                 Ok(u) if matches!(u.scheme(), "http" | "https") => {}
-                Ok(u) => return Err(err("url", format!("scheme {} is not http or https", u.scheme()))),
+                Ok(u) => {
+                    return Err(err(
+                        "url",
+                        format!("scheme {} is not http or https", u.scheme()),
+                    ));
+                }
                 Err(e) => return Err(err("url", format!("not a URL: {e}"))),
             }
         }
     }
     for var in s.env_allow.iter().chain(s.env.keys()) {
         if var.is_empty() || var.contains('=') || var.contains('\0') {
-            return Err(err("env", format!("{var:?} is not an environment variable name")));
+            return Err(err(
+                "env",
+                format!("{var:?} is not an environment variable name"),
+            ));
         }
     }
-    if s.env_allow.iter().any(|v| v == "MALJAN_STAGING_JOB") || s.env.contains_key("MALJAN_STAGING_JOB") {
-        return Err(err("env", "MALJAN_STAGING_JOB is set by the runtime, not by configuration".into()));
+    if s.env_allow.iter().any(|v| v == "MALJAN_STAGING_JOB")
+        || s.env.contains_key("MALJAN_STAGING_JOB")
+    {
+        return Err(err(
+            "env",
+            "MALJAN_STAGING_JOB is set by the runtime, not by configuration".into(),
+        ));
     }
     Ok(())
 }
@@ -445,7 +520,11 @@ fn toml_error(path: &Path, _text: &str, e: &toml::de::Error) -> ConfigError {
         .and_then(|span| line_of(_text, span.start))
         .map(|(line, col)| format!("line {line}, column {col}"))
         .unwrap_or_default();
-    ConfigError { file: path.to_path_buf(), key, problem: msg }
+    ConfigError {
+        file: path.to_path_buf(),
+        key,
+        problem: msg,
+    }
 }
 
 fn line_of(text: &str, offset: usize) -> Option<(usize, usize)> {
@@ -463,27 +542,47 @@ mod tests {
     fn defaults_match_the_documented_ones() {
         let c = Config::parse("", Path::new("/x/config.toml")).unwrap();
         let b = &c.core.mcp.breaker;
-        assert_eq!((b.failures_to_open, b.cooldown_seconds, b.max_concurrent_calls), (3, 60.0, 4));
+        assert_eq!(
+            (
+                b.failures_to_open,
+                b.cooldown_seconds,
+                b.max_concurrent_calls
+            ),
+            (3, 60.0, 4)
+        );
     }
 
     #[test]
     fn errors_name_file_key_and_problem() {
-        let e = Config::parse("[servers.x]\ntransport = \"http\"\n", Path::new("/c.toml")).unwrap_err();
+        let e =
+            Config::parse("[servers.x]\ntransport = \"http\"\n", Path::new("/c.toml")).unwrap_err();
         assert_eq!(e.key, "servers.x.url");
-        assert!(e.to_string().starts_with("config file /c.toml: servers.x.url:"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("config file /c.toml: servers.x.url:"),
+            "{e}"
+        );
 
         let e = Config::parse("[servers.x]\ncomand = \"a\"\n", Path::new("/c.toml")).unwrap_err();
         assert!(e.to_string().contains("comand"), "{e}");
         assert!(e.to_string().contains("line 2"), "{e}");
 
-        let e = Config::parse("[servers.Bad]\ncommand = \"a\"\n", Path::new("/c.toml")).unwrap_err();
+        let e =
+            Config::parse("[servers.Bad]\ncommand = \"a\"\n", Path::new("/c.toml")).unwrap_err();
         assert_eq!(e.key, "servers.Bad");
 
-        let e = Config::parse("[core.mcp.breaker]\nfailures_to_open = 0\n", Path::new("/c.toml")).unwrap_err();
+        let e = Config::parse(
+            "[core.mcp.breaker]\nfailures_to_open = 0\n",
+            Path::new("/c.toml"),
+        )
+        .unwrap_err();
         assert_eq!(e.key, "core.mcp.breaker.failures_to_open");
 
-        let e = Config::parse("[servers.x]\ntransport = \"carrier-pigeon\"\ncommand=\"a\"\n", Path::new("/c.toml"))
-            .unwrap_err();
+        let e = Config::parse(
+            "[servers.x]\ntransport = \"carrier-pigeon\"\ncommand=\"a\"\n",
+            Path::new("/c.toml"),
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("carrier-pigeon"), "{e}");
     }
 

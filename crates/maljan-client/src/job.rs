@@ -50,10 +50,17 @@ pub struct JobSpec {
 impl JobSpec {
     pub fn for_sample(path: impl Into<PathBuf>) -> Self {
         let path = path.into();
-        Self { label: format!("sample {}", path.display()), sample: Some(path), id: None }
+        Self {
+            label: format!("sample {}", path.display()),
+            sample: Some(path),
+            id: None,
+        }
     }
     pub fn labelled(label: impl Into<String>) -> Self {
-        Self { label: label.into(), ..Default::default() }
+        Self {
+            label: label.into(),
+            ..Default::default()
+        }
     }
 }
 
@@ -84,8 +91,16 @@ impl Sample {
             size += n as u64;
             h.update(&buf[..n]);
         }
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        Ok(Self { path, name, size, sha256: hex::encode(h.finalize()) })
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Ok(Self {
+            path,
+            name,
+            size,
+            sha256: hex::encode(h.finalize()),
+        })
     }
 }
 
@@ -117,7 +132,13 @@ impl CallRecord {
             .as_ref()
             .and_then(|r| r.get("content"))
             .and_then(Value::as_array)
-            .map(|items| items.iter().filter_map(|c| c.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("\n"))
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|c| c.get("text").and_then(Value::as_str))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
             .unwrap_or_default()
     }
 
@@ -131,6 +152,9 @@ impl CallRecord {
     }
 }
 
+/// One server's view for one job, read once.
+type ViewCell = Arc<OnceCell<Result<Arc<ServerView>, CallError>>>;
+
 /// A job in progress.
 pub struct Job {
     id: String,
@@ -138,7 +162,7 @@ pub struct Job {
     runtime: Arc<Runtime>,
     sample: Option<Sample>,
     next_ev: AtomicU32,
-    views: Mutex<HashMap<String, Arc<OnceCell<Result<Arc<ServerView>, CallError>>>>>,
+    views: Mutex<HashMap<String, ViewCell>>,
     handovers: Mutex<HashMap<String, Arc<OnceCell<Handover>>>>,
     degradations: Mutex<Vec<String>>,
     finished: std::sync::atomic::AtomicBool,
@@ -146,7 +170,10 @@ pub struct Job {
 
 impl std::fmt::Debug for Job {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Job").field("id", &self.id).field("label", &self.label).finish()
+        f.debug_struct("Job")
+            .field("id", &self.id)
+            .field("label", &self.label)
+            .finish()
     }
 }
 
@@ -171,14 +198,23 @@ impl JobStatus {
 impl Job {
     pub(crate) fn start(runtime: Arc<Runtime>, spec: JobSpec) -> Result<Arc<Self>, RuntimeError> {
         let sample = match &spec.sample {
-            Some(p) => Some(Sample::read(p).map_err(|e| RuntimeError::NoSample(format!("{}: {e}", p.display())))?),
+            Some(p) => Some(
+                Sample::read(p)
+                    .map_err(|e| RuntimeError::NoSample(format!("{}: {e}", p.display())))?,
+            ),
             None => None,
         };
         let id = spec.id.clone().unwrap_or_else(new_job_id);
         runtime.ledger().create_job(
             &id,
             &spec.label,
-            sample.as_ref().map(|s| (s.path.to_str().unwrap_or(""), s.sha256.as_str(), s.size as i64)),
+            sample.as_ref().map(|s| {
+                (
+                    s.path.to_str().unwrap_or(""),
+                    s.sha256.as_str(),
+                    s.size as i64,
+                )
+            }),
         )?;
         Ok(Arc::new(Self {
             id,
@@ -212,10 +248,15 @@ impl Job {
     /// A handle to one configured, enabled server for this job. Connecting waits for the first use.
     pub fn server(self: &Arc<Self>, name: &str) -> Result<ServerHandle, CallError> {
         match self.runtime.slot(name) {
-            Some(slot) => Ok(ServerHandle { job: self.clone(), slot: slot.clone() }),
+            Some(slot) => Ok(ServerHandle {
+                job: self.clone(),
+                slot: slot.clone(),
+            }),
             None => {
                 let why = match self.runtime.config().servers.get(name) {
-                    Some(_) => format!("server '{name}' is disabled (servers.{name}.enabled = false)"),
+                    Some(_) => {
+                        format!("server '{name}' is disabled (servers.{name}.enabled = false)")
+                    }
                     None => format!("no server named '{name}' is configured"),
                 };
                 Err(CallError::new(ErrorCode::NotConfigured, why)
@@ -240,12 +281,19 @@ impl Job {
     }
 
     pub fn degradations(&self) -> Vec<String> {
-        self.degradations.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.degradations
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Ends the job: complete, or degraded when it has degradation reasons.
     pub fn finish(&self) -> JobStatus {
-        let status = if self.degradations().is_empty() { JobStatus::Complete } else { JobStatus::Degraded };
+        let status = if self.degradations().is_empty() {
+            JobStatus::Complete
+        } else {
+            JobStatus::Degraded
+        };
         self.finish_as(status);
         status
     }
@@ -263,19 +311,33 @@ impl Job {
         format!("ev_{:04}", self.next_ev.fetch_add(1, Ordering::Relaxed) + 1)
     }
 
-    fn view_cell(&self, server: &str) -> Arc<OnceCell<Result<Arc<ServerView>, CallError>>> {
-        self.views.lock().unwrap_or_else(|e| e.into_inner()).entry(server.to_string()).or_default().clone()
+    fn view_cell(&self, server: &str) -> ViewCell {
+        self.views
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(server.to_string())
+            .or_default()
+            .clone()
     }
 
     fn handover_cell(&self, server: &str) -> Arc<OnceCell<Handover>> {
-        self.handovers.lock().unwrap_or_else(|e| e.into_inner()).entry(server.to_string()).or_default().clone()
+        self.handovers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(server.to_string())
+            .or_default()
+            .clone()
     }
 }
 
 impl Drop for Job {
     fn drop(&mut self) {
         if !self.finished.load(Ordering::SeqCst) {
-            let status = if self.degradations().is_empty() { JobStatus::Complete } else { JobStatus::Degraded };
+            let status = if self.degradations().is_empty() {
+                JobStatus::Complete
+            } else {
+                JobStatus::Degraded
+            };
             self.finish_as(status);
         }
         staging::cleanup_job(self);
@@ -291,7 +353,10 @@ pub struct ServerHandle {
 
 impl std::fmt::Debug for ServerHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServerHandle").field("job", &self.job.id).field("server", &self.slot.name).finish()
+        f.debug_struct("ServerHandle")
+            .field("job", &self.job.id)
+            .field("server", &self.slot.name)
+            .finish()
     }
 }
 
@@ -358,7 +423,11 @@ impl ServerHandle {
     pub async fn handover(&self) -> Option<Handover> {
         let sample = self.job.sample.as_ref()?;
         let cell = self.job.handover_cell(&self.slot.name);
-        Some(cell.get_or_init(|| async { staging::hand_over(self, sample).await }).await.clone())
+        Some(
+            cell.get_or_init(|| async { staging::hand_over(self, sample).await })
+                .await
+                .clone(),
+        )
     }
 
     /// Calls one tool: under the breaker and the cap, with the tool's real timeout, recorded in the
@@ -372,7 +441,11 @@ impl ServerHandle {
         let ok = error.is_none();
         let (result_text, truncated) = match &result {
             Some(v) => {
-                let (t, cut) = self.job.runtime.ledger().cap_result(serde_json::to_string(v).unwrap_or_default());
+                let (t, cut) = self
+                    .job
+                    .runtime
+                    .ledger()
+                    .cap_result(serde_json::to_string(v).unwrap_or_default());
                 (Some(t), cut)
             }
             None => (None, false),
@@ -432,9 +505,15 @@ impl ServerHandle {
             return fail(
                 CallError::new(
                     ErrorCode::NotConfigured,
-                    format!("tool '{tool}' is not enabled for server '{}'", self.slot.name),
+                    format!(
+                        "tool '{tool}' is not enabled for server '{}'",
+                        self.slot.name
+                    ),
                 )
-                .with_remediation(format!("add it to servers.{}.tools in the config", self.slot.name)),
+                .with_remediation(format!(
+                    "add it to servers.{}.tools in the config",
+                    self.slot.name
+                )),
             );
         }
         let arguments = match args {
@@ -456,7 +535,10 @@ impl ServerHandle {
         {
             let mut e = CallError::new(
                 ErrorCode::MissingDependency,
-                format!("{tool} is unavailable on this host: {}", t.reason.clone().unwrap_or_default()),
+                format!(
+                    "{tool} is unavailable on this host: {}",
+                    t.reason.clone().unwrap_or_default()
+                ),
             );
             if let Some(r) = &t.remediation {
                 e = e.with_remediation(r.clone());
@@ -500,5 +582,11 @@ impl ServerHandle {
 pub fn new_job_id() -> String {
     let ms = crate::time::now_ms();
     let r: u32 = rand::random();
-    format!("job-{}-{r:08x}", crate::time::rfc3339_ms(ms).replace([':', '.'], "").replace('-', "").trim_end_matches('Z'))
+    format!(
+        "job-{}-{r:08x}",
+        crate::time::rfc3339_ms(ms)
+            .replace([':', '.'], "")
+            .replace('-', "")
+            .trim_end_matches('Z')
+    )
 }

@@ -150,7 +150,10 @@ CREATE TABLE IF NOT EXISTS rests(
 impl Ledger {
     /// Opens (creating, 0o600) the database at `path`.
     pub fn open(path: &Path, result_cap: usize) -> Result<Self, LedgerError> {
-        let oe = |err: String| LedgerError::Open { path: path.display().to_string(), err };
+        let oe = |err: String| LedgerError::Open {
+            path: path.display().to_string(),
+            err,
+        };
         if let Some(dir) = path.parent()
             && !dir.as_os_str().is_empty()
         {
@@ -158,7 +161,12 @@ impl Ledger {
         }
         if !path.exists() {
             use std::os::unix::fs::OpenOptionsExt;
-            let _ = std::fs::OpenOptions::new().write(true).create(true).truncate(false).mode(0o600).open(path);
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(path);
         }
         let conn = Connection::open(path).map_err(|e| oe(e.to_string()))?;
         Self::init(conn, result_cap).map_err(|e| oe(e.to_string()))
@@ -178,7 +186,11 @@ impl Ledger {
         Ok(Self {
             inner: Arc::new(Inner {
                 conn: Mutex::new(conn),
-                queue: Mutex::new(Queue { next_seq: 0, items: Vec::new(), failed: Vec::new() }),
+                queue: Mutex::new(Queue {
+                    next_seq: 0,
+                    items: Vec::new(),
+                    failed: Vec::new(),
+                }),
                 committed: AtomicU64::new(0),
                 result_cap,
             }),
@@ -219,7 +231,9 @@ impl Ledger {
                 let mut q = self.inner.queue.lock().unwrap_or_else(|e| e.into_inner());
                 std::mem::take(&mut q.items)
             };
-            let Some(hi) = batch.last().map(|(s, _)| *s) else { continue };
+            let Some(hi) = batch.last().map(|(s, _)| *s) else {
+                continue;
+            };
             let lo = batch[0].0;
             if let Err(e) = write_batch(&mut conn, &batch) {
                 let mut q = self.inner.queue.lock().unwrap_or_else(|e| e.into_inner());
@@ -234,7 +248,11 @@ impl Ledger {
 
     fn batch_result(&self, seq: u64) -> Result<(), LedgerError> {
         let q = self.inner.queue.lock().unwrap_or_else(|e| e.into_inner());
-        match q.failed.iter().find(|(lo, hi, _)| (*lo..=*hi).contains(&seq)) {
+        match q
+            .failed
+            .iter()
+            .find(|(lo, hi, _)| (*lo..=*hi).contains(&seq))
+        {
             Some((_, _, e)) => Err(LedgerError::Write(e.clone())),
             None => Ok(()),
         }
@@ -294,13 +312,19 @@ impl Ledger {
     }
 
     /// Calls, oldest first: one job's, or the last `limit` of all.
-    pub fn calls(&self, job_id: Option<&str>, limit: usize) -> Result<Vec<LedgerEntry>, LedgerError> {
+    pub fn calls(
+        &self,
+        job_id: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<LedgerEntry>, LedgerError> {
         let conn = self.conn();
         let re = |e: rusqlite::Error| LedgerError::Read(e.to_string());
         let cols = "job_id, ev_id, server, tool, args, result, result_truncated, ok, error_code, message, remediation, started_at_ms, wait_ms, duration_ms, trial";
         let sql = match job_id {
             Some(_) => format!("SELECT {cols} FROM calls WHERE job_id = ?1 ORDER BY seq LIMIT ?2"),
-            None => format!("SELECT * FROM (SELECT seq, {cols} FROM calls ORDER BY seq DESC LIMIT ?2) ORDER BY seq"),
+            None => format!(
+                "SELECT * FROM (SELECT seq, {cols} FROM calls ORDER BY seq DESC LIMIT ?2) ORDER BY seq"
+            ),
         };
         let mut stmt = conn.prepare(&sql).map_err(re)?;
         let off = usize::from(job_id.is_none());
@@ -326,7 +350,9 @@ impl Ledger {
             })
         };
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = stmt.query_map(params![job_id.unwrap_or(""), limit], map).map_err(re)?;
+        let rows = stmt
+            .query_map(params![job_id.unwrap_or(""), limit], map)
+            .map_err(re)?;
         rows.collect::<Result<Vec<_>, _>>().map_err(re)
     }
 
@@ -334,7 +360,9 @@ impl Ledger {
     pub fn count(&self, job_id: Option<&str>) -> Result<i64, LedgerError> {
         let conn = self.conn();
         let r = match job_id {
-            Some(j) => conn.query_row("SELECT COUNT(*) FROM calls WHERE job_id = ?1", [j], |r| r.get(0)),
+            Some(j) => conn.query_row("SELECT COUNT(*) FROM calls WHERE job_id = ?1", [j], |r| {
+                r.get(0)
+            }),
             None => conn.query_row("SELECT COUNT(*) FROM calls", [], |r| r.get(0)),
         };
         r.map_err(|e| LedgerError::Read(e.to_string()))
@@ -343,7 +371,9 @@ impl Ledger {
     pub fn degradations(&self, job_id: &str) -> Result<Vec<String>, LedgerError> {
         let conn = self.conn();
         let re = |e: rusqlite::Error| LedgerError::Read(e.to_string());
-        let mut stmt = conn.prepare("SELECT reason FROM degradations WHERE job_id = ?1 ORDER BY id").map_err(re)?;
+        let mut stmt = conn
+            .prepare("SELECT reason FROM degradations WHERE job_id = ?1 ORDER BY id")
+            .map_err(re)?;
         let rows = stmt.query_map([job_id], |r| r.get(0)).map_err(re)?;
         rows.collect::<Result<Vec<_>, _>>().map_err(re)
     }
@@ -480,7 +510,10 @@ mod tests {
         l.record(entry("j1", "ev_0001")).unwrap();
         l.record(entry("j1", "ev_0002")).unwrap();
         let calls = l.calls(Some("j1"), 100).unwrap();
-        assert_eq!(calls.iter().map(|c| c.ev_id.as_str()).collect::<Vec<_>>(), ["ev_0001", "ev_0002"]);
+        assert_eq!(
+            calls.iter().map(|c| c.ev_id.as_str()).collect::<Vec<_>>(),
+            ["ev_0001", "ev_0002"]
+        );
         assert_eq!(calls[0].args, r#"{"b":1,"a":2}"#);
         assert_eq!(l.calls(None, 1).unwrap()[0].ev_id, "ev_0002");
         l.add_degradation("j1", "r").unwrap();
@@ -488,7 +521,10 @@ mod tests {
         let job = l.job("j1").unwrap().unwrap();
         assert_eq!((job.calls, job.degradations.len()), (2, 1));
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(dir.path().join("l.sqlite3")).unwrap().permissions().mode();
+        let mode = std::fs::metadata(dir.path().join("l.sqlite3"))
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o077, 0);
     }
 

@@ -14,7 +14,12 @@ use crate::config::BreakerConfig;
 /// The manifest tool's name.
 pub const CAPABILITIES_TOOL: &str = "capabilities";
 /// Tools the runtime uses to hand a sample over; hidden from tool lists.
-pub const STAGING_TOOLS: &[&str] = &["put_sample", "put_sample_begin", "put_sample_chunk", "put_sample_finish"];
+pub const STAGING_TOOLS: &[&str] = &[
+    "put_sample",
+    "put_sample_begin",
+    "put_sample_chunk",
+    "put_sample_finish",
+];
 
 pub fn is_staging_tool(name: &str) -> bool {
     STAGING_TOOLS.contains(&name)
@@ -91,7 +96,12 @@ pub fn parse_manifest(result: &Value) -> Result<Manifest, String> {
         return Ok(m);
     }
     let mut last = "no JSON text in the answer".to_string();
-    for c in result.get("content").and_then(Value::as_array).into_iter().flatten() {
+    for c in result
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         if let Some(t) = c.get("text").and_then(Value::as_str) {
             match serde_json::from_str::<Manifest>(t) {
                 Ok(m) => return Ok(m),
@@ -183,7 +193,11 @@ mod tests {
 
     #[test]
     fn deadlines_follow_the_manifest() {
-        let cfg = BreakerConfig { call_timeout_seconds: 7.0, timeout_margin_seconds: 2.0, ..Default::default() };
+        let cfg = BreakerConfig {
+            call_timeout_seconds: 7.0,
+            timeout_margin_seconds: 2.0,
+            ..Default::default()
+        };
         assert_eq!(deadline(Some(3.0), &cfg), Duration::from_secs(5));
         assert_eq!(deadline(None, &cfg), Duration::from_secs(7));
     }

@@ -22,7 +22,11 @@ pub struct CallError {
 impl CallError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         let remediation = code.default_remediation().to_string();
-        Self { code, message: message.into(), remediation }
+        Self {
+            code,
+            message: message.into(),
+            remediation,
+        }
     }
 
     pub fn with_remediation(mut self, r: impl Into<String>) -> Self {
@@ -49,7 +53,10 @@ impl CallError {
 
 /// Reads a `CallToolResult` (as JSON) into success or a [`CallError`].
 pub fn read_result(result: &Value) -> Result<(), CallError> {
-    let is_error = result.get("isError").and_then(Value::as_bool).unwrap_or(false);
+    let is_error = result
+        .get("isError")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
     let structured = result.get("structuredContent");
     let texts: Vec<&str> = result
         .get("content")
@@ -64,7 +71,10 @@ pub fn read_result(result: &Value) -> Result<(), CallError> {
         .unwrap_or_default();
 
     // The full maljan shape, wherever it is.
-    let parsed_texts: Vec<Value> = texts.iter().filter_map(|t| serde_json::from_str::<Value>(t.trim()).ok()).collect();
+    let parsed_texts: Vec<Value> = texts
+        .iter()
+        .filter_map(|t| serde_json::from_str::<Value>(t.trim()).ok())
+        .collect();
     for candidate in structured.into_iter().chain(parsed_texts.iter()) {
         if let Some(e) = maljan_shape(candidate) {
             return Err(e);
@@ -79,14 +89,22 @@ pub fn read_result(result: &Value) -> Result<(), CallError> {
         }
     }
     let text = texts.join("\n");
-    let message = if text.trim().is_empty() { "the tool reported an error without a message".to_string() } else { text };
+    let message = if text.trim().is_empty() {
+        "the tool reported an error without a message".to_string()
+    } else {
+        text
+    };
     Err(CallError::new(ErrorCode::ToolFailed, message))
 }
 
 fn maljan_shape(v: &Value) -> Option<CallError> {
     let err = v.get("error")?.as_object()?;
     let code = err.get("code")?.as_str()?;
-    let message = err.get("message").and_then(Value::as_str).unwrap_or("").to_string();
+    let message = err
+        .get("message")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
     let e = CallError::new(ErrorCode::parse(code), message);
     Some(match err.get("remediation").and_then(Value::as_str) {
         Some(r) => e.with_remediation(r),
@@ -99,7 +117,10 @@ fn loose_shape(v: &Value) -> Option<CallError> {
         return Some(CallError::new(ErrorCode::ToolFailed, msg));
     }
     if let Some(kind) = v.get("tool_error") {
-        let detail = v.get("detail").or_else(|| v.get("type")).and_then(Value::as_str);
+        let detail = v
+            .get("detail")
+            .or_else(|| v.get("type"))
+            .and_then(Value::as_str);
         let msg = match (kind.as_str(), detail) {
             (Some(k), Some(d)) => format!("{k}: {d}"),
             (Some(k), None) => k.to_string(),
@@ -122,9 +143,15 @@ mod tests {
 
     #[test]
     fn the_maljan_shape_is_read_with_its_remedy() {
-        let r = text(r#"{"error":{"code":"no_such_file","message":"gone","remediation":"look again"},"tool":"t"}"#, true);
+        let r = text(
+            r#"{"error":{"code":"no_such_file","message":"gone","remediation":"look again"},"tool":"t"}"#,
+            true,
+        );
         let e = read_result(&r).unwrap_err();
-        assert_eq!((e.code, e.message.as_str(), e.remediation.as_str()), (ErrorCode::NoSuchFile, "gone", "look again"));
+        assert_eq!(
+            (e.code, e.message.as_str(), e.remediation.as_str()),
+            (ErrorCode::NoSuchFile, "gone", "look again")
+        );
         let r = json!({"content":[],"structuredContent":{"error":{"code":"quota","message":"m"}},"isError":true});
         let e = read_result(&r).unwrap_err();
         assert_eq!(e.code.as_str(), "quota");
@@ -134,9 +161,15 @@ mod tests {
     #[test]
     fn flat_and_plain_errors_become_tool_failed() {
         let e = read_result(&text(r#"{"error":"boom"}"#, true)).unwrap_err();
-        assert_eq!((e.code, e.message.as_str()), (ErrorCode::ToolFailed, "boom"));
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (ErrorCode::ToolFailed, "boom")
+        );
         let e = read_result(&text("Error executing tool: nope", true)).unwrap_err();
-        assert_eq!((e.code, e.message.as_str()), (ErrorCode::ToolFailed, "Error executing tool: nope"));
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (ErrorCode::ToolFailed, "Error executing tool: nope")
+        );
     }
 
     #[test]

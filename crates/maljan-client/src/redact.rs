@@ -36,7 +36,10 @@ fn scrub_one(url: &str) -> String {
     let mut head = head.to_string();
     if let Some(scheme_end) = head.find("://") {
         let after = scheme_end + 3;
-        let host_end = head[after..].find('/').map(|i| after + i).unwrap_or(head.len());
+        let host_end = head[after..]
+            .find('/')
+            .map(|i| after + i)
+            .unwrap_or(head.len());
         if let Some(at) = head[after..host_end].rfind('@') {
             head.replace_range(after..after + at + 1, "");
         }
@@ -53,9 +56,17 @@ mod tests {
 
     #[test]
     fn query_strings_and_credentials_are_cut() {
-        let s = scrub_urls("error sending request for url (https://u:p@h.example/mcp?key=SECRET): refused");
-        assert_eq!(s, "error sending request for url (https://h.example/mcp?…): refused");
+        let s = scrub_urls(
+            "error sending request for url (https://u:p@h.example/mcp?key=SECRET): refused",
+        );
+        assert_eq!(
+            s,
+            "error sending request for url (https://h.example/mcp?…): refused"
+        );
         assert_eq!(scrub_urls("no url here"), "no url here");
-        assert_eq!(scrub_url("http://127.0.0.1:3/sse"), "http://127.0.0.1:3/sse");
+        assert_eq!(
+            scrub_url("http://127.0.0.1:3/sse"),
+            "http://127.0.0.1:3/sse"
+        );
     }
 }

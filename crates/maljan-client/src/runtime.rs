@@ -46,7 +46,9 @@ pub struct Runtime {
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Runtime").field("servers", &self.slots.keys().collect::<Vec<_>>()).finish()
+        f.debug_struct("Runtime")
+            .field("servers", &self.slots.keys().collect::<Vec<_>>())
+            .finish()
     }
 }
 
@@ -64,9 +66,19 @@ impl Runtime {
             .servers
             .iter()
             .filter(|(_, s)| s.enabled)
-            .map(|(name, s)| (name.clone(), Arc::new(ServerSlot::new(name, s.clone(), &config, keys.clone()))))
+            .map(|(name, s)| {
+                (
+                    name.clone(),
+                    Arc::new(ServerSlot::new(name, s.clone(), &config, keys.clone())),
+                )
+            })
             .collect();
-        Arc::new(Self { config, ledger, keys, slots })
+        Arc::new(Self {
+            config,
+            ledger,
+            keys,
+            slots,
+        })
     }
 
     pub fn config(&self) -> &Config {
@@ -98,21 +110,37 @@ impl Runtime {
     /// Connects afresh (not through the shared slot), performs the handshake and reads tools and
     /// manifest: the connection test. Nothing is ledgered.
     pub async fn test_server(&self, name: &str) -> Result<ServerTest, String> {
-        let cfg = self
-            .config
-            .servers
-            .get(name)
-            .ok_or_else(|| format!("no server named '{name}' in {}", self.config.path.display()))?;
-        let slot = ServerSlot::new(name, ServerConfig { enabled: true, ..cfg.clone() }, &self.config, self.keys.clone());
+        let cfg =
+            self.config.servers.get(name).ok_or_else(|| {
+                format!("no server named '{name}' in {}", self.config.path.display())
+            })?;
+        let slot = ServerSlot::new(
+            name,
+            ServerConfig {
+                enabled: true,
+                ..cfg.clone()
+            },
+            &self.config,
+            self.keys.clone(),
+        );
         let started = Instant::now();
         let opts = slot.connect_options().map_err(|e| e.message)?;
-        let conn = transport::connect(&slot.cfg, &opts).await.map_err(|u| u.describe())?;
+        let conn = transport::connect(&slot.cfg, &opts)
+            .await
+            .map_err(|u| u.describe())?;
         let handshake_ms = started.elapsed().as_secs_f64() * 1000.0;
         let view = read_view(&slot, &conn).await.map_err(|u| u.describe());
-        let stderr_tail = conn.stderr().map(|l| l.tail(2000)).filter(|t| !t.is_empty());
+        let stderr_tail = conn
+            .stderr()
+            .map(|l| l.tail(2000))
+            .filter(|t| !t.is_empty());
         conn.close().await;
         let view = view?;
-        Ok(ServerTest { view, handshake_ms, stderr_tail })
+        Ok(ServerTest {
+            view,
+            handshake_ms,
+            stderr_tail,
+        })
     }
 
     /// Closes every connection (stdio servers' process groups are killed).
@@ -153,7 +181,9 @@ pub struct ServerSlot {
 
 impl std::fmt::Debug for ServerSlot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServerSlot").field("name", &self.name).finish()
+        f.debug_struct("ServerSlot")
+            .field("name", &self.name)
+            .finish()
     }
 }
 
@@ -204,8 +234,14 @@ impl ServerSlot {
             }
         });
         r.clone().map_err(|e| {
-            CallError::new(ErrorCode::NotConfigured, format!("servers.{}.auth_token: {e}", self.name))
-                .with_remediation(format!("set the token again: maljan servers set-token {}", self.name))
+            CallError::new(
+                ErrorCode::NotConfigured,
+                format!("servers.{}.auth_token: {e}", self.name),
+            )
+            .with_remediation(format!(
+                "set the token again: maljan servers set-token {}",
+                self.name
+            ))
         })
     }
 
@@ -220,7 +256,9 @@ impl ServerSlot {
     }
 
     /// The live connection, made (or remade after a crash) when needed.
-    pub(crate) async fn connection(&self) -> Result<Arc<Connection>, Result<CallError, Unanswered>> {
+    pub(crate) async fn connection(
+        &self,
+    ) -> Result<Arc<Connection>, Result<CallError, Unanswered>> {
         let mut g = self.conn.lock().await;
         if let Some(c) = g.as_ref() {
             if !c.is_closed() {
@@ -233,8 +271,9 @@ impl ServerSlot {
         }
         let opts = self.connect_options().map_err(Ok)?;
         let conn = Arc::new(transport::connect(&self.cfg, &opts).await.map_err(Err)?);
-        self.connects.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        tracing::info!(server = %self.name, via = conn.via.as_str(), protocol = %conn.info.protocol_version, "connected");
+        self.connects
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tracing::debug!(server = %self.name, via = conn.via.as_str(), protocol = %conn.info.protocol_version, "connected");
         *g = Some(conn.clone());
         Ok(conn)
     }
@@ -271,7 +310,12 @@ impl ServerSlot {
         let _permit = match &self.cap {
             Some(sem) => match sem.acquire().await {
                 Ok(p) => Some(p),
-                Err(_) => return refused(CallError::new(ErrorCode::ToolFailed, "the runtime is shutting down")),
+                Err(_) => {
+                    return refused(CallError::new(
+                        ErrorCode::ToolFailed,
+                        "the runtime is shutting down",
+                    ));
+                }
             },
             None => None,
         };
@@ -280,7 +324,10 @@ impl ServerSlot {
             Ok(t) => t,
             Err(e) => return Guarded { wait, ..refused(e) },
         };
-        let mut abandon = AbandonGuard { breaker: &self.breaker, ticket: Some(ticket) };
+        let mut abandon = AbandonGuard {
+            breaker: &self.breaker,
+            ticket: Some(ticket),
+        };
         let sent = Instant::now();
         let outcome = match self.connection().await {
             Ok(conn) => f(conn).await,
@@ -288,7 +335,10 @@ impl ServerSlot {
                 // A configuration problem is not the server's silence: it does not count.
                 abandon.ticket = None;
                 self.breaker.record(ticket, Verdict::Abandoned);
-                return Guarded { wait, ..refused(config_err) };
+                return Guarded {
+                    wait,
+                    ..refused(config_err)
+                };
             }
             Err(Err(u)) => Err(u),
         };
@@ -303,11 +353,19 @@ impl ServerSlot {
                 if matches!(u, Unanswered::Gone(_)) {
                     self.disconnect().await;
                 }
-                let rest = self.breaker.record(ticket, Verdict::Unanswered(u.describe()));
+                let rest = self
+                    .breaker
+                    .record(ticket, Verdict::Unanswered(u.describe()));
                 (Err(self.unanswered_error(&u)), rest)
             }
         };
-        Guarded { value, wait, duration, trial: ticket.trial, rest }
+        Guarded {
+            value,
+            wait,
+            duration,
+            trial: ticket.trial,
+            rest,
+        }
     }
 
     fn unanswered_error(&self, u: &Unanswered) -> CallError {
@@ -349,13 +407,21 @@ impl Drop for AbandonGuard<'_> {
 }
 
 /// Reads tools/list and the manifest over `conn`.
-pub(crate) async fn read_view(slot: &ServerSlot, conn: &Connection) -> Result<ServerView, Unanswered> {
+pub(crate) async fn read_view(
+    slot: &ServerSlot,
+    conn: &Connection,
+) -> Result<ServerView, Unanswered> {
     let budget = slot.breaker_cfg.call_timeout().min(Duration::from_secs(60));
     let tools = conn.list_tools(budget).await?;
     let manifest = if tools.iter().any(|t| t.name == manifest::CAPABILITIES_TOOL) {
-        match conn.call_tool(manifest::CAPABILITIES_TOOL, None, budget).await? {
+        match conn
+            .call_tool(manifest::CAPABILITIES_TOOL, None, budget)
+            .await?
+        {
             Reply::Result(v) => manifest::parse_manifest(&v).map_err(Some),
-            Reply::RpcError { code, message } => Err(Some(format!("capabilities failed: JSON-RPC error {code}: {message}"))),
+            Reply::RpcError { code, message } => Err(Some(format!(
+                "capabilities failed: JSON-RPC error {code}: {message}"
+            ))),
         }
     } else {
         Err(None)
@@ -378,8 +444,18 @@ pub(crate) fn read_reply(reply: &Reply) -> (Option<Value>, Option<CallError>) {
             Err(e) => (Some(v.clone()), Some(e)),
         },
         Reply::RpcError { code, message } => {
-            let code_name = if *code == -32602 { ErrorCode::BadArgument } else { ErrorCode::ToolFailed };
-            (None, Some(CallError::new(code_name, format!("the server answered with JSON-RPC error {code}: {message}"))))
+            let code_name = if *code == -32602 {
+                ErrorCode::BadArgument
+            } else {
+                ErrorCode::ToolFailed
+            };
+            (
+                None,
+                Some(CallError::new(
+                    code_name,
+                    format!("the server answered with JSON-RPC error {code}: {message}"),
+                )),
+            )
         }
     }
 }

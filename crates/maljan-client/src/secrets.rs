@@ -51,7 +51,9 @@ impl fmt::Display for Secret {
 pub enum SecretError {
     #[error("MALJAN_SECRET_KEY is not a 32-byte key (64 hex digits or base64)")]
     BadEnvKey,
-    #[error("the key file {0} is not a 32-byte key; move it away to create a new one (tokes sealed with it are then lost)")]
+    #[error(
+        "the key file {0} is not a 32-byte key; move it away to create a new one (tokens sealed with it are then lost)"
+    )]
     BadKeyFile(PathBuf),
     #[error("cannot read or create the key file {path}: {err}")]
     KeyFileIo { path: PathBuf, err: std::io::Error },
@@ -72,7 +74,9 @@ pub struct KeySource {
 impl KeySource {
     /// The default: `MALJAN_SECRET_KEY`, else `<data dir>/secret.key`.
     pub fn in_dir(data_dir: &Path) -> Self {
-        Self { key_file: data_dir.join("secret.key") }
+        Self {
+            key_file: data_dir.join("secret.key"),
+        }
     }
 
     fn key(&self, create: bool) -> Result<[u8; 32], SecretError> {
@@ -81,9 +85,14 @@ impl KeySource {
         {
             return parse_key(v.trim()).ok_or(SecretError::BadEnvKey);
         }
-        let io = |err| SecretError::KeyFileIo { path: self.key_file.clone(), err };
+        let io = |err| SecretError::KeyFileIo {
+            path: self.key_file.clone(),
+            err,
+        };
         match std::fs::read_to_string(&self.key_file) {
-            Ok(text) => parse_key(text.trim()).ok_or_else(|| SecretError::BadKeyFile(self.key_file.clone())),
+            Ok(text) => {
+                parse_key(text.trim()).ok_or_else(|| SecretError::BadKeyFile(self.key_file.clone()))
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
                 use std::os::unix::fs::OpenOptionsExt;
                 if let Some(dir) = self.key_file.parent() {
@@ -110,7 +119,13 @@ impl KeySource {
         let cipher = ChaCha20Poly1305::new(&key.into());
         let nonce: [u8; 12] = rand::random();
         let sealed = cipher
-            .encrypt(Nonce::from_slice(&nonce), Payload { msg: token.expose().as_bytes(), aad: AAD })
+            .encrypt(
+                Nonce::from_slice(&nonce),
+                Payload {
+                    msg: token.expose().as_bytes(),
+                    aad: AAD,
+                },
+            )
             .map_err(|_| SecretError::WrongKey)?;
         let mut bytes = nonce.to_vec();
         bytes.extend_from_slice(&sealed);
@@ -120,7 +135,9 @@ impl KeySource {
     /// Opens an `enc:v1:…` value.
     pub fn open(&self, stored: &str) -> Result<Secret, SecretError> {
         let body = stored.strip_prefix(PREFIX).ok_or(SecretError::NotSealed)?;
-        let bytes = URL_SAFE_NO_PAD.decode(body).map_err(|_| SecretError::NotSealed)?;
+        let bytes = URL_SAFE_NO_PAD
+            .decode(body)
+            .map_err(|_| SecretError::NotSealed)?;
         if bytes.len() < 12 + 16 {
             return Err(SecretError::NotSealed);
         }
@@ -130,8 +147,41 @@ impl KeySource {
         let plain = cipher
             .decrypt(Nonce::from_slice(nonce), Payload { msg: ct, aad: AAD })
             .map_err(|_| SecretError::WrongKey)?;
-        String::from_utf8(plain).map(Secret).map_err(|_| SecretError::WrongKey)
+        String::from_utf8(plain)
+            .map(Secret)
+            .map_err(|_| SecretError::WrongKey)
     }
+}
+
+/// Reads one line holding a secret: from a terminal with echo off after `prompt` (on stderr), else
+/// from stdin as piped. Surrounding whitespace is trimmed.
+pub fn read_secret_line(prompt: &str) -> std::io::Result<Secret> {
+    use std::io::BufRead;
+    let fd = libc::STDIN_FILENO;
+    // SAFETY: isatty/tcgetattr/tcsetattr only read or write the termios struct we own.
+    let tty = unsafe { libc::isatty(fd) } == 1;
+    let mut saved: Option<libc::termios> = None;
+    if tty {
+        eprint!("{prompt}");
+        unsafe {
+            let mut t: libc::termios = std::mem::zeroed();
+            if libc::tcgetattr(fd, &mut t) == 0 {
+                saved = Some(t);
+                t.c_lflag &= !libc::ECHO;
+                libc::tcsetattr(fd, libc::TCSANOW, &t);
+            }
+        }
+    }
+    let mut line = String::new();
+    let r = std::io::stdin().lock().read_line(&mut line);
+    if let Some(t) = saved {
+        unsafe {
+            libc::tcsetattr(fd, libc::TCSANOW, &t);
+        }
+        eprintln!();
+    }
+    r?;
+    Ok(Secret::new(line.trim()))
 }
 
 /// True when a stored value is sealed (as opposed to plain text someone wrote into the file).
@@ -145,12 +195,18 @@ fn parse_key(text: &str) -> Option<[u8; 32]> {
     {
         return bytes.try_into().ok();
     }
-    for engine in [&base64::engine::general_purpose::STANDARD, &base64::engine::general_purpose::URL_SAFE] {
+    for engine in [
+        &base64::engine::general_purpose::STANDARD,
+        &base64::engine::general_purpose::URL_SAFE,
+    ] {
         if let Ok(bytes) = engine.decode(text) {
             return bytes.try_into().ok();
         }
     }
-    URL_SAFE_NO_PAD.decode(text).ok().and_then(|b| b.try_into().ok())
+    URL_SAFE_NO_PAD
+        .decode(text)
+        .ok()
+        .and_then(|b| b.try_into().ok())
 }
 
 #[cfg(test)]
@@ -170,13 +226,19 @@ mod tests {
         assert!(!sealed.contains("s3cr3t"));
         assert_eq!(keys.open(&sealed).unwrap().expose(), "s3cr3t-token");
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(&keys.key_file).unwrap().permissions().mode();
+        let mode = std::fs::metadata(&keys.key_file)
+            .unwrap()
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o600);
         // Another key cannot open it.
         let other = tempfile::tempdir().unwrap();
         let other_keys = KeySource::in_dir(other.path());
         other_keys.seal(&Secret::new("x")).unwrap();
-        assert!(matches!(other_keys.open(&sealed), Err(SecretError::WrongKey)));
+        assert!(matches!(
+            other_keys.open(&sealed),
+            Err(SecretError::WrongKey)
+        ));
     }
 
     #[test]

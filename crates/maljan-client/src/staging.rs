@@ -37,7 +37,9 @@ impl Handover {
 
 /// Decides and performs the hand-over for one server.
 pub async fn hand_over(server: &ServerHandle, sample: &Sample) -> Handover {
-    let local = Handover::Local { path: sample.path.to_string_lossy().into_owned() };
+    let local = Handover::Local {
+        path: sample.path.to_string_lossy().into_owned(),
+    };
     if !server.slot().cfg.transport.is_http() {
         return local;
     }
@@ -89,11 +91,20 @@ mod tests {
 
     #[test]
     fn only_path_like_arguments_naming_the_sample_are_rewritten() {
-        let sample = Sample { path: "/tmp/x/a.exe".into(), name: "a.exe".into(), size: 1, sha256: String::new() };
-        let args: Map<String, Value> =
-            serde_json::from_str(r#"{"file_path":"/tmp/x/a.exe","sample":"a.exe","query":"a.exe","path":"/other"}"#)
-                .unwrap();
-        let h = Handover::Uploaded { path: "/srv/staging/a.exe".into(), cached: false };
+        let sample = Sample {
+            path: "/tmp/x/a.exe".into(),
+            name: "a.exe".into(),
+            size: 1,
+            sha256: String::new(),
+        };
+        let args: Map<String, Value> = serde_json::from_str(
+            r#"{"file_path":"/tmp/x/a.exe","sample":"a.exe","query":"a.exe","path":"/other"}"#,
+        )
+        .unwrap();
+        let h = Handover::Uploaded {
+            path: "/srv/staging/a.exe".into(),
+            cached: false,
+        };
         let out = rewrite_arguments(Some(args), Some(&sample), &h).unwrap();
         assert_eq!(out["file_path"], "/srv/staging/a.exe");
         assert_eq!(out["sample"], "/srv/staging/a.exe");

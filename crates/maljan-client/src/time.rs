@@ -25,7 +25,12 @@ pub fn rfc3339_ms(ms: i64) -> String {
     let days = secs.div_euclid(86_400);
     let sod = secs.rem_euclid(86_400);
     let (y, m, d) = civil_from_days(days);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z", sod / 3600, (sod % 3600) / 60, sod % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        sod / 3600,
+        (sod % 3600) / 60,
+        sod % 60
+    )
 }
 
 // Howard Hinnant's days-to-civil algorithm.
@@ -47,6 +52,9 @@ mod tests {
     #[test]
     fn formats_known_instants() {
         assert_eq!(super::rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(super::rfc3339_ms(1_709_251_199_123), "2024-02-29T23:59:59.123Z");
+        assert_eq!(
+            super::rfc3339_ms(1_709_251_199_123),
+            "2024-02-29T23:59:59.123Z"
+        );
     }
 }

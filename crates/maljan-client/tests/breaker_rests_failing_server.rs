@@ -11,7 +11,10 @@ use serde_json::json;
 #[tokio::test]
 async fn three_timeouts_rest_the_server_then_one_trial_closes_it() {
     let s = common::Scratch::new();
-    let rt = s.runtime(vec![("hang", s.fixture("fixture-hang", &[]))], common::quick());
+    let rt = s.runtime(
+        vec![("hang", s.fixture("fixture-hang", &[]))],
+        common::quick(),
+    );
     let job = rt.new_job(JobSpec::labelled("t")).unwrap();
     let h = job.server("hang").unwrap();
     h.view().await.unwrap();
@@ -25,11 +28,30 @@ async fn three_timeouts_rest_the_server_then_one_trial_closes_it() {
     assert!(t.elapsed() < Duration::from_millis(100));
     let err = rec.error.unwrap();
     assert_eq!(err.code, ErrorCode::ServerResting);
-    assert!(err.message.contains("tool server 'hang' is resting after 3 calls in a row it did not answer"), "{}", err.message);
-    assert!(err.message.contains("it will be tried again in 1 s (at "), "{}", err.message);
-    assert_eq!(s.events("call work").len(), 3, "only three calls reached the server");
+    assert!(
+        err.message
+            .contains("tool server 'hang' is resting after 3 calls in a row it did not answer"),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message.contains("it will be tried again in 1 s (at "),
+        "{}",
+        err.message
+    );
+    assert_eq!(
+        s.events("call work").len(),
+        3,
+        "only three calls reached the server"
+    );
     // The job says so.
-    assert!(job.degradations().iter().any(|d| d.contains("Tool server hang was rested")), "{:?}", job.degradations());
+    assert!(
+        job.degradations()
+            .iter()
+            .any(|d| d.contains("Tool server hang was rested")),
+        "{:?}",
+        job.degradations()
+    );
 
     // After the cooldown one trial goes through; a quick answer closes the breaker.
     tokio::time::sleep(Duration::from_millis(450)).await;
@@ -45,7 +67,10 @@ async fn three_timeouts_rest_the_server_then_one_trial_closes_it() {
 #[tokio::test]
 async fn a_failed_trial_rests_again_and_others_wait_for_the_trial() {
     let s = common::Scratch::new();
-    let rt = s.runtime(vec![("hang", s.fixture("fixture-hang", &[]))], common::quick());
+    let rt = s.runtime(
+        vec![("hang", s.fixture("fixture-hang", &[]))],
+        common::quick(),
+    );
     let job = rt.new_job(JobSpec::labelled("t")).unwrap();
     let h = job.server("hang").unwrap();
     for _ in 0..3 {
@@ -59,7 +84,11 @@ async fn a_failed_trial_rests_again_and_others_wait_for_the_trial() {
     let refused = h.call("echo", json!({"message":"x"})).await;
     let err = refused.error.unwrap();
     assert_eq!(err.code, ErrorCode::ServerResting);
-    assert!(err.message.contains("one call has been let through"), "{}", err.message);
+    assert!(
+        err.message.contains("one call has been let through"),
+        "{}",
+        err.message
+    );
     let trial = trial.await.unwrap();
     assert!(trial.trial);
     assert_eq!(trial.error.unwrap().code, ErrorCode::Timeout);
@@ -73,7 +102,10 @@ async fn a_failed_trial_rests_again_and_others_wait_for_the_trial() {
 #[tokio::test]
 async fn a_tools_own_error_is_an_answer() {
     let s = common::Scratch::new();
-    let rt = s.runtime(vec![("fx", s.fixture("fixture-echo", &[]))], common::quick());
+    let rt = s.runtime(
+        vec![("fx", s.fixture("fixture-echo", &[]))],
+        common::quick(),
+    );
     let job = rt.new_job(JobSpec::labelled("t")).unwrap();
     let h = job.server("fx").unwrap();
     for _ in 0..5 {

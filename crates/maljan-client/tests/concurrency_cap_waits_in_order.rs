@@ -13,7 +13,13 @@ async fn no_more_than_the_cap_in_flight_and_waiters_go_in_order() {
     let mut b = common::quick();
     b.max_concurrent_calls = 2;
     b.call_timeout_seconds = 10.0;
-    let rt = s.runtime(vec![("slow", s.fixture("fixture-slow", &[("FIXTURE_DELAY_MS", "150")]))], b);
+    let rt = s.runtime(
+        vec![(
+            "slow",
+            s.fixture("fixture-slow", &[("FIXTURE_DELAY_MS", "150")]),
+        )],
+        b,
+    );
     let job = rt.new_job(JobSpec::labelled("t")).unwrap();
     let h = job.server("slow").unwrap();
     h.view().await.unwrap();
@@ -34,7 +40,10 @@ async fn no_more_than_the_cap_in_flight_and_waiters_go_in_order() {
     let waits: Vec<f64> = recs.iter().map(|r| r.wait_ms).collect();
     assert!(waits[0] < 50.0 && waits[1] < 50.0, "{waits:?}");
     assert!(waits[2] > 100.0 && waits[3] > 100.0, "{waits:?}");
-    assert!(waits[4] > waits[2] + 100.0 && waits[5] > waits[3] + 100.0, "{waits:?}");
+    assert!(
+        waits[4] > waits[2] + 100.0 && waits[5] > waits[3] + 100.0,
+        "{waits:?}"
+    );
     // The ledger keeps the wait.
     let calls = rt.ledger().calls(Some(job.id()), 100).unwrap();
     assert!(calls.iter().any(|c| c.wait_ms > 100.0));

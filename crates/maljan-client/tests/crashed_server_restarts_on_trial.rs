@@ -17,15 +17,33 @@ async fn a_crash_is_unanswered_and_the_trial_restarts_the_process() {
     let job = rt.new_job(JobSpec::labelled("t")).unwrap();
     let h = job.server("crash").unwrap();
     h.view().await.unwrap();
-    let first_pid = rt.slot("crash").unwrap().current_connection().await.unwrap().pid();
+    let first_pid = rt
+        .slot("crash")
+        .unwrap()
+        .current_connection()
+        .await
+        .unwrap()
+        .pid();
     for i in 0..3 {
         let t = Instant::now();
         let rec = h.call("work", json!({})).await;
-        assert!(t.elapsed() < Duration::from_secs(5), "call {i} waited {:?}", t.elapsed());
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "call {i} waited {:?}",
+            t.elapsed()
+        );
         let err = rec.error.unwrap();
         assert_eq!(err.code, ErrorCode::ToolFailed, "{err:?}");
-        assert!(err.message.contains("process or connection is gone"), "{}", err.message);
-        assert!(err.remediation.contains("restarted on the next call"), "{}", err.remediation);
+        assert!(
+            err.message.contains("process or connection is gone"),
+            "{}",
+            err.message
+        );
+        assert!(
+            err.remediation.contains("restarted on the next call"),
+            "{}",
+            err.remediation
+        );
     }
     let rec = h.call("echo", json!({"message":"x"})).await;
     assert_eq!(rec.error.unwrap().code, ErrorCode::ServerResting);

@@ -10,7 +10,10 @@ use serde_json::json;
 #[tokio::test]
 async fn default_timeout_applies_and_the_server_hears_the_cancellation() {
     let s = common::Scratch::new();
-    let rt = s.runtime(vec![("hang", s.fixture("fixture-hang", &[]))], common::quick());
+    let rt = s.runtime(
+        vec![("hang", s.fixture("fixture-hang", &[]))],
+        common::quick(),
+    );
     let job = rt.new_job(JobSpec::labelled("t")).unwrap();
     let h = job.server("hang").unwrap();
     h.view().await.unwrap();
@@ -20,8 +23,15 @@ async fn default_timeout_applies_and_the_server_hears_the_cancellation() {
     assert!(!rec.ok);
     let err = rec.error.unwrap();
     assert_eq!(err.code, ErrorCode::Timeout, "{err:?}");
-    assert!(err.message.contains("cancelled on the server"), "{}", err.message);
-    assert!(took >= Duration::from_millis(290) && took < Duration::from_secs(3), "{took:?}");
+    assert!(
+        err.message.contains("cancelled on the server"),
+        "{}",
+        err.message
+    );
+    assert!(
+        took >= Duration::from_millis(290) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
     // The server saw notifications/cancelled for it (poll: it arrives asynchronously).
     let deadline = Instant::now() + Duration::from_secs(5);
     while s.events("cancelled").is_empty() && Instant::now() < deadline {
@@ -43,7 +53,13 @@ async fn the_manifest_timeout_plus_margin_wins_over_the_default() {
     let mut b = common::quick();
     b.call_timeout_seconds = 30.0; // would hang the test if used
     b.timeout_margin_seconds = 0.1;
-    let rt = s.runtime(vec![("hang", s.fixture("fixture-hang", &[("FIXTURE_TIMEOUT_S", "0.2")]))], b);
+    let rt = s.runtime(
+        vec![(
+            "hang",
+            s.fixture("fixture-hang", &[("FIXTURE_TIMEOUT_S", "0.2")]),
+        )],
+        b,
+    );
     let job = rt.new_job(JobSpec::labelled("t")).unwrap();
     let h = job.server("hang").unwrap();
     let view = h.view().await.unwrap();
@@ -53,6 +69,9 @@ async fn the_manifest_timeout_plus_margin_wins_over_the_default() {
     let rec = h.call("work", json!({})).await;
     assert_eq!(rec.error.unwrap().code, ErrorCode::Timeout);
     let took = t.elapsed();
-    assert!(took >= Duration::from_millis(290) && took < Duration::from_secs(5), "{took:?}");
+    assert!(
+        took >= Duration::from_millis(290) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
     rt.shutdown().await;
 }

@@ -43,10 +43,15 @@ struct State {
 }
 
 fn log(event: &str) {
-    if let Ok(path) = std::env::var("FIXTURE_LOG") {
-        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
-            let _ = writeln!(f, "{event}");
-        }
+    let Ok(path) = std::env::var("FIXTURE_LOG") else {
+        return;
+    };
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = writeln!(f, "{event}");
     }
 }
 
@@ -73,7 +78,9 @@ fn tools() -> Value {
 }
 
 fn manifest() -> Value {
-    let timeout = std::env::var("FIXTURE_TIMEOUT_S").ok().and_then(|v| v.parse::<f64>().ok());
+    let timeout = std::env::var("FIXTURE_TIMEOUT_S")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok());
     json!({"server":"fixture","version":"0.1.0","tools":[
         {"name":"echo","available":true,"timeout_s":null},
         {"name":"work","available":true,"timeout_s":timeout},
@@ -94,9 +101,13 @@ pub fn run(behaviour: Behaviour) {
     });
     if behaviour == Behaviour::Flood {
         std::thread::spawn(|| {
-            let total: usize =
-                std::env::var("FIXTURE_FLOOD_BYTES").ok().and_then(|v| v.parse().ok()).unwrap_or(32 << 20);
-            let line = "flood flood flood flood flood flood flood flood flood flood flood flood flood\n".repeat(64);
+            let total: usize = std::env::var("FIXTURE_FLOOD_BYTES")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(32 << 20);
+            let line =
+                "flood flood flood flood flood flood flood flood flood flood flood flood flood\n"
+                    .repeat(64);
             let mut err = std::io::stderr();
             let mut written = 0;
             while written < total {
@@ -110,33 +121,47 @@ pub fn run(behaviour: Behaviour) {
     let stdin = std::io::stdin();
     for line in stdin.lock().lines() {
         let Ok(line) = line else { break };
-        let Ok(msg) = serde_json::from_str::<Value>(&line) else { continue };
+        let Ok(msg) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
         let id = msg.get("id").cloned();
         let method = msg.get("method").and_then(Value::as_str).unwrap_or("");
         let params = msg.get("params").cloned().unwrap_or(Value::Null);
         let reply = |result: Value| json!({"jsonrpc":"2.0","id":id,"result":result});
         match method {
             "initialize" => {
-                let asked = params.get("protocolVersion").and_then(Value::as_str).unwrap_or("2025-06-18");
+                let asked = params
+                    .get("protocolVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or("2025-06-18");
                 let version = match asked {
                     "2024-11-05" | "2025-03-26" | "2025-06-18" | "2025-11-25" => asked,
                     _ => "2025-06-18",
                 };
                 send(
                     &state,
-                    &reply(json!({"protocolVersion":version,"capabilities":{"tools":{}},
-                        "serverInfo":{"name":"fixture","version":"0.1.0"}})),
+                    &reply(
+                        json!({"protocolVersion":version,"capabilities":{"tools":{}},
+                        "serverInfo":{"name":"fixture","version":"0.1.0"}}),
+                    ),
                 );
             }
             "ping" => send(&state, &reply(json!({}))),
             "tools/list" => send(&state, &reply(json!({"tools":tools()}))),
             "notifications/cancelled" => {
-                let rid = params.get("requestId").map(|v| v.to_string()).unwrap_or_default();
+                let rid = params
+                    .get("requestId")
+                    .map(|v| v.to_string())
+                    .unwrap_or_default();
                 let reason = params.get("reason").and_then(Value::as_str).unwrap_or("");
                 log(&format!("cancelled {rid} {reason}"));
             }
             "tools/call" => {
-                let name = params.get("name").and_then(Value::as_str).unwrap_or("").to_string();
+                let name = params
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
                 let args = params.get("arguments").cloned().unwrap_or(json!({}));
                 match name.as_str() {
                     "echo" => {

@@ -24,11 +24,14 @@ use std::{
 use rmcp::{
     RoleClient, ServiceError, ServiceExt,
     model::{
-        CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam, ClientCapabilities,
-        ClientConfig, ClientRequest, Implementation, ProtocolVersion, RequestId, ServerResult, Tool,
+        CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam,
+        ClientCapabilities, ClientConfig, ClientRequest, Implementation, ProtocolVersion,
+        RequestId, ServerResult, Tool,
     },
     service::{Peer, PeerRequestOptions, RunningService},
-    transport::{StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig},
+    transport::{
+        StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
+    },
 };
 use serde_json::Value;
 
@@ -53,7 +56,10 @@ impl Unanswered {
     /// A sentence for a person (and the ledger's message).
     pub fn describe(&self) -> String {
         match self {
-            Self::Timeout(d) => format!("the server did not answer in time (waited {})", human_secs(*d)),
+            Self::Timeout(d) => format!(
+                "the server did not answer in time (waited {})",
+                human_secs(*d)
+            ),
             Self::Gone(why) => format!("the server's process or connection is gone: {why}"),
             Self::Unreachable(why) => format!("the server could not be reached: {why}"),
         }
@@ -62,7 +68,11 @@ impl Unanswered {
 
 pub(crate) fn human_secs(d: Duration) -> String {
     let s = d.as_secs_f64();
-    if s >= 1.0 && (s - s.round()).abs() < 0.05 { format!("{} s", s.round()) } else { format!("{s:.3} s") }
+    if s >= 1.0 && (s - s.round()).abs() < 0.05 {
+        format!("{} s", s.round())
+    } else {
+        format!("{s:.3} s")
+    }
 }
 
 /// What came back from a `tools/call`: the result (as JSON, exactly as sent) or a JSON-RPC error.
@@ -112,7 +122,10 @@ pub struct Connection {
 
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Connection").field("via", &self.via).field("info", &self.info).finish()
+        f.debug_struct("Connection")
+            .field("via", &self.via)
+            .field("info", &self.info)
+            .finish()
     }
 }
 
@@ -130,8 +143,11 @@ pub struct ConnectOptions {
 }
 
 fn client_config() -> ClientConfig {
-    ClientConfig::new(ClientCapabilities::default(), Implementation::new("maljan", env!("CARGO_PKG_VERSION")))
-        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("maljan", env!("CARGO_PKG_VERSION")),
+    )
+    .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
 }
 
 /// reqwest is built without a default TLS provider; install ring once, before the first client.
@@ -184,7 +200,10 @@ where
     E: std::error::Error + Send + Sync + 'static,
 {
     match tokio::time::timeout(timeout, client_config().serve(transport)).await {
-        Err(_) => Err(Unanswered::Unreachable(format!("no MCP handshake within {}", human_secs(timeout)))),
+        Err(_) => Err(Unanswered::Unreachable(format!(
+            "no MCP handshake within {}",
+            human_secs(timeout)
+        ))),
         Ok(Err(e)) => Err(Unanswered::Unreachable(scrub_urls(&e.to_string()))),
         Ok(Ok(s)) => Ok(s),
     }
@@ -199,14 +218,30 @@ fn finish(service: RunningService<RoleClient, ClientConfig>, via: Via) -> Connec
             version: i.server_info.as_ref().map(|s| s.version.clone()),
             instructions: i.instructions.clone(),
         },
-        None => PeerInfo { protocol_version: "unknown".into(), name: None, version: None, instructions: None },
+        None => PeerInfo {
+            protocol_version: "unknown".into(),
+            name: None,
+            version: None,
+            instructions: None,
+        },
     };
-    Connection { service, peer, via, info, child: Mutex::new(None), stderr: None, dead: AtomicBool::new(false) }
+    Connection {
+        service,
+        peer,
+        via,
+        info,
+        child: Mutex::new(None),
+        stderr: None,
+        dead: AtomicBool::new(false),
+    }
 }
 
-async fn connect_stdio(cfg: &ServerConfig, opts: &ConnectOptions) -> Result<Connection, Unanswered> {
-    let (mut child, stdout, stdin) =
-        stdio::spawn(cfg, &opts.base_dir, opts.stderr_file.clone()).map_err(Unanswered::Unreachable)?;
+async fn connect_stdio(
+    cfg: &ServerConfig,
+    opts: &ConnectOptions,
+) -> Result<Connection, Unanswered> {
+    let (mut child, stdout, stdin) = stdio::spawn(cfg, &opts.base_dir, opts.stderr_file.clone())
+        .map_err(Unanswered::Unreachable)?;
     match handshake((stdout, stdin), opts.timeout).await {
         Ok(service) => {
             let mut conn = finish(service, Via::Stdio);
@@ -235,7 +270,10 @@ fn parse_url(cfg: &ServerConfig) -> Result<reqwest::Url, Unanswered> {
     reqwest::Url::parse(&cfg.url).map_err(|e| Unanswered::Unreachable(format!("bad url: {e}")))
 }
 
-async fn connect_streamable(cfg: &ServerConfig, opts: &ConnectOptions) -> Result<Connection, Unanswered> {
+async fn connect_streamable(
+    cfg: &ServerConfig,
+    opts: &ConnectOptions,
+) -> Result<Connection, Unanswered> {
     let url = parse_url(cfg)?;
     let mut tc = StreamableHttpClientTransportConfig::with_uri(url.as_str().to_string())
         .max_concurrent_requests(64)
@@ -272,7 +310,9 @@ impl Drop for CancelOnDrop {
             let id = self.id.clone();
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
                 rt.spawn(async move {
-                    let _ = peer.send_notification(cancelled(id, "request abandoned by the caller").into()).await;
+                    let _ = peer
+                        .send_notification(cancelled(id, "request abandoned by the caller").into())
+                        .await;
                 });
             }
         }
@@ -280,13 +320,18 @@ impl Drop for CancelOnDrop {
 }
 
 fn cancelled(id: RequestId, reason: &str) -> CancelledNotification {
-    CancelledNotification::new(CancelledNotificationParam::new(Some(id), Some(reason.into())))
+    CancelledNotification::new(CancelledNotificationParam::new(
+        Some(id),
+        Some(reason.into()),
+    ))
 }
 
 impl Connection {
     /// True once the transport is gone (a crashed process, a closed stream).
     pub fn is_closed(&self) -> bool {
-        self.dead.load(Ordering::Relaxed) || self.service.is_closed() || self.peer.is_transport_closed()
+        self.dead.load(Ordering::Relaxed)
+            || self.service.is_closed()
+            || self.peer.is_transport_closed()
     }
 
     /// The stderr log of a stdio server.
@@ -295,7 +340,11 @@ impl Connection {
     }
 
     pub fn pid(&self) -> Option<u32> {
-        self.child.lock().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|c| c.pid())
+        self.child
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .and_then(|c| c.pid())
     }
 
     /// `tools/list`, all pages.
@@ -305,10 +354,12 @@ impl Connection {
             Ok(Ok(tools)) => Ok(tools),
             Ok(Err(e)) => Err(match self.classify(e) {
                 Classified::Unanswered(u) => u,
-                Classified::Answer(Reply::RpcError { code, message }) => {
-                    Unanswered::Unreachable(format!("tools/list failed: JSON-RPC error {code}: {message}"))
+                Classified::Answer(Reply::RpcError { code, message }) => Unanswered::Unreachable(
+                    format!("tools/list failed: JSON-RPC error {code}: {message}"),
+                ),
+                Classified::Answer(Reply::Result(_)) => {
+                    Unanswered::Unreachable("tools/list failed".into())
                 }
-                Classified::Answer(Reply::Result(_)) => Unanswered::Unreachable("tools/list failed".into()),
             }),
         }
     }
@@ -334,15 +385,23 @@ impl Connection {
                 Classified::Unanswered(u) => u,
                 Classified::Answer(_) => Unanswered::Gone("the request could not be sent".into()),
             })?;
-        let mut guard = CancelOnDrop { peer: Some(self.peer.clone()), id: handle.id.clone() };
+        let mut guard = CancelOnDrop {
+            peer: Some(self.peer.clone()),
+            id: handle.id.clone(),
+        };
         let answer = handle.await_response().await;
         // await_response sends its own cancellation on timeout; an answer needs none.
         guard.peer = None;
         match answer {
-            Ok(ServerResult::CallToolResult(r)) => Ok(Reply::Result(serde_json::to_value(&r).unwrap_or(Value::Null))),
+            Ok(ServerResult::CallToolResult(r)) => Ok(Reply::Result(
+                serde_json::to_value(&r).unwrap_or(Value::Null),
+            )),
             Ok(other) => Ok(Reply::RpcError {
                 code: -32603,
-                message: format!("the server answered tools/call with another kind of result ({})", result_kind(&other)),
+                message: format!(
+                    "the server answered tools/call with another kind of result ({})",
+                    result_kind(&other)
+                ),
             }),
             Err(e) => match self.classify(e) {
                 Classified::Answer(reply) => Ok(reply),
@@ -353,22 +412,35 @@ impl Connection {
 
     fn classify(&self, e: ServiceError) -> Classified {
         match e {
-            ServiceError::Timeout { timeout } => Classified::Unanswered(Unanswered::Timeout(timeout)),
+            ServiceError::Timeout { timeout } => {
+                Classified::Unanswered(Unanswered::Timeout(timeout))
+            }
             ServiceError::McpError(data) => {
                 let code = data.code.0;
                 if code == -32000 && data.message.to_lowercase().contains("closed") {
                     self.dead.store(true, Ordering::Relaxed);
-                    return Classified::Unanswered(Unanswered::Gone("the connection to the server closed".into()));
+                    return Classified::Unanswered(Unanswered::Gone(
+                        "the connection to the server closed".into(),
+                    ));
                 }
                 if code == 408 {
-                    return Classified::Unanswered(Unanswered::Gone("the server did not answer in time".into()));
+                    return Classified::Unanswered(Unanswered::Gone(
+                        "the server did not answer in time".into(),
+                    ));
                 }
-                Classified::Answer(Reply::RpcError { code, message: scrub_urls(&data.message) })
+                Classified::Answer(Reply::RpcError {
+                    code,
+                    message: scrub_urls(&data.message),
+                })
             }
             ServiceError::TransportClosed | ServiceError::Cancelled { .. } => {
                 self.dead.store(true, Ordering::Relaxed);
                 let mut why = "transport closed".to_string();
-                if let Some(child) = self.child.lock().unwrap_or_else(|e| e.into_inner()).as_mut()
+                if let Some(child) = self
+                    .child
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .as_mut()
                     && let Some(st) = child.try_exit_status()
                 {
                     why = format!("the process exited ({st})");
@@ -379,15 +451,22 @@ impl Connection {
                 if self.peer.is_transport_closed() {
                     self.dead.store(true, Ordering::Relaxed);
                 }
-                Classified::Unanswered(Unanswered::Gone(scrub_urls(&err.to_string())))
+                Classified::Unanswered(Unanswered::Gone(scrub_urls(&plain_transport_error(
+                    &err.to_string(),
+                ))))
             }
-            other => Classified::Answer(Reply::RpcError { code: -32603, message: scrub_urls(&other.to_string()) }),
+            other => Classified::Answer(Reply::RpcError {
+                code: -32603,
+                message: scrub_urls(&other.to_string()),
+            }),
         }
     }
 
     /// Closes the connection; a stdio server's process group is killed.
     pub async fn close(self) {
-        let Connection { mut service, child, .. } = self;
+        let Connection {
+            mut service, child, ..
+        } = self;
         let _ = tokio::time::timeout(Duration::from_secs(2), service.close()).await;
         drop(child);
     }
@@ -396,6 +475,14 @@ impl Connection {
     pub fn kill(&self) {
         self.dead.store(true, Ordering::Relaxed);
         self.child.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+}
+
+/// rmcp prefixes transport errors with the transport's Rust type name; people need the cause.
+fn plain_transport_error(msg: &str) -> String {
+    match (msg.starts_with("Transport ["), msg.find("] error: ")) {
+        (true, Some(i)) => msg[i + "] error: ".len()..].to_string(),
+        _ => msg.to_string(),
     }
 }
 

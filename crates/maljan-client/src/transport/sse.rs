@@ -106,7 +106,10 @@ impl EventParser {
         }
         let line = String::from_utf8_lossy(line);
         let (field, value) = match line.find(':') {
-            Some(i) => (&line[..i], line[i + 1..].strip_prefix(' ').unwrap_or(&line[i + 1..])),
+            Some(i) => (
+                &line[..i],
+                line[i + 1..].strip_prefix(' ').unwrap_or(&line[i + 1..]),
+            ),
             None => (&line[..], ""),
         };
         match field {
@@ -147,7 +150,9 @@ impl SseTransport {
         auth: Option<Secret>,
         timeout: Duration,
     ) -> Result<Self, SseError> {
-        let mut req = client.get(url.clone()).header(header::ACCEPT, "text/event-stream");
+        let mut req = client
+            .get(url.clone())
+            .header(header::ACCEPT, "text/event-stream");
         if let Some(token) = &auth {
             req = req.bearer_auth(token.expose());
         }
@@ -158,7 +163,12 @@ impl SseTransport {
         if !resp.status().is_success() {
             return Err(SseError::Status(resp.status().as_u16()));
         }
-        let ctype = resp.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+        let ctype = resp
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
         if !ctype.starts_with("text/event-stream") {
             return Err(SseError::NotEventStream(ctype));
         }
@@ -167,7 +177,8 @@ impl SseTransport {
         let mut pending = Vec::new();
         let endpoint = tokio::time::timeout(timeout, async {
             while let Some(chunk) = body.next().await {
-                let chunk = chunk.map_err(|e| SseError::Http(crate::redact::scrub_urls(&e.to_string())))?;
+                let chunk =
+                    chunk.map_err(|e| SseError::Http(crate::redact::scrub_urls(&e.to_string())))?;
                 let mut events = parser.feed(&chunk).into_iter();
                 for ev in events.by_ref() {
                     if ev.event == "endpoint" {
@@ -180,9 +191,13 @@ impl SseTransport {
         })
         .await
         .map_err(|_| SseError::NoEndpoint)??;
-        let endpoint = url.join(endpoint.trim()).map_err(|e| SseError::BadEndpoint(e.to_string()))?;
+        let endpoint = url
+            .join(endpoint.trim())
+            .map_err(|e| SseError::BadEndpoint(e.to_string()))?;
         if endpoint.origin() != url.origin() {
-            return Err(SseError::ForeignEndpoint(endpoint.origin().ascii_serialization()));
+            return Err(SseError::ForeignEndpoint(
+                endpoint.origin().ascii_serialization(),
+            ));
         }
         let (tx, rx) = mpsc::channel(256);
         let reader = tokio::spawn(async move {
@@ -215,7 +230,13 @@ impl SseTransport {
             }
             // Stream over: dropping tx ends the service's receive loop (the connection is closed).
         });
-        Ok(Self { client, endpoint, auth, rx, reader })
+        Ok(Self {
+            client,
+            endpoint,
+            auth,
+            rx,
+            reader,
+        })
     }
 }
 
@@ -235,11 +256,16 @@ impl Transport<RoleClient> for SseTransport {
             req = req.bearer_auth(token.expose());
         }
         async move {
-            let resp = req.send().await.map_err(|e| std::io::Error::other(crate::redact::scrub_urls(&e.to_string())))?;
+            let resp = req
+                .send()
+                .await
+                .map_err(|e| std::io::Error::other(crate::redact::scrub_urls(&e.to_string())))?;
             if resp.status().is_success() {
                 Ok(())
             } else {
-                Err(std::io::Error::other(SseError::PostStatus(resp.status().as_u16())))
+                Err(std::io::Error::other(SseError::PostStatus(
+                    resp.status().as_u16(),
+                )))
             }
         }
     }
@@ -262,7 +288,9 @@ mod tests {
     #[test]
     fn parses_events_across_chunks_and_line_endings() {
         let mut p = EventParser::default();
-        let mut evs = p.feed(b"event: endpoint\r\ndata: /messages/?session_id=1\r\n\r\n: comment\n\ndata: {\"a\"");
+        let mut evs = p.feed(
+            b"event: endpoint\r\ndata: /messages/?session_id=1\r\n\r\n: comment\n\ndata: {\"a\"",
+        );
         evs.extend(p.feed(b":1}\n\n"));
         assert_eq!(evs.len(), 2);
         assert_eq!(evs[0].event, "endpoint");

@@ -40,7 +40,11 @@ impl StderrLog {
     fn push(&self, bytes: &[u8]) {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         g.total += bytes.len() as u64;
-        let bytes = if bytes.len() > STDERR_TAIL_BYTES { &bytes[bytes.len() - STDERR_TAIL_BYTES..] } else { bytes };
+        let bytes = if bytes.len() > STDERR_TAIL_BYTES {
+            &bytes[bytes.len() - STDERR_TAIL_BYTES..]
+        } else {
+            bytes
+        };
         let overflow = (g.tail.len() + bytes.len()).saturating_sub(STDERR_TAIL_BYTES);
         g.tail.drain(..overflow);
         g.tail.extend(bytes);
@@ -107,7 +111,11 @@ pub fn child_env(
     parent: impl Fn(&str) -> Option<OsString>,
 ) -> BTreeMap<OsString, OsString> {
     let mut env = BTreeMap::new();
-    for name in BASE_ENV.iter().copied().chain(cfg.env_allow.iter().map(String::as_str)) {
+    for name in BASE_ENV
+        .iter()
+        .copied()
+        .chain(cfg.env_allow.iter().map(String::as_str))
+    {
         if let Some(v) = parent(name) {
             env.insert(OsString::from(name), v);
         }
@@ -115,7 +123,8 @@ pub fn child_env(
     for (k, v) in &cfg.env {
         env.insert(OsString::from(k), OsString::from(v));
     }
-    env.entry(OsString::from("PYTHONIOENCODING")).or_insert_with(|| OsString::from("utf-8"));
+    env.entry(OsString::from("PYTHONIOENCODING"))
+        .or_insert_with(|| OsString::from("utf-8"));
     env
 }
 
@@ -125,8 +134,16 @@ pub fn resolve_cwd(cwd: &str, base: &Path) -> Result<Option<PathBuf>, String> {
         return Ok(None);
     }
     let p = Path::new(cwd);
-    let p = if p.is_absolute() { p.to_path_buf() } else { base.join(p) };
-    if p.is_dir() { Ok(Some(p)) } else { Err(format!("cwd {} is not an existing directory", p.display())) }
+    let p = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        base.join(p)
+    };
+    if p.is_dir() {
+        Ok(Some(p))
+    } else {
+        Err(format!("cwd {} is not an existing directory", p.display()))
+    }
 }
 
 /// Spawns the server. `log_file`: where stderr is mirrored (rotated at [`STDERR_FILE_BYTES`]).
@@ -149,12 +166,20 @@ pub fn spawn(
     }
     let mut child = cmd.spawn().map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => format!("{} not found on PATH", cfg.command),
-        std::io::ErrorKind::PermissionDenied => format!("{} is not executable (permission denied)", cfg.command),
+        std::io::ErrorKind::PermissionDenied => {
+            format!("{} is not executable (permission denied)", cfg.command)
+        }
         _ => format!("cannot start {}: {e}", cfg.command),
     })?;
     let pgid = child.id().map(|p| p as i32);
-    let stdout = child.stdout.take().ok_or("the child's stdout was not captured")?;
-    let stdin = child.stdin.take().ok_or("the child's stdin was not captured")?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or("the child's stdout was not captured")?;
+    let stdin = child
+        .stdin
+        .take()
+        .ok_or("the child's stdin was not captured")?;
     let stderr = StderrLog::default();
     if let Some(mut pipe) = child.stderr.take() {
         let log = stderr.clone();
@@ -174,7 +199,15 @@ pub fn spawn(
             }
         });
     }
-    Ok((ChildGuard { child, pgid, stderr }, stdout, stdin))
+    Ok((
+        ChildGuard {
+            child,
+            pgid,
+            stderr,
+        },
+        stdout,
+        stdin,
+    ))
 }
 
 /// A log file that is rotated to `<name>.1` when it passes [`STDERR_FILE_BYTES`].
@@ -190,7 +223,11 @@ impl RotatingFile {
         if let Some(dir) = path.parent() {
             crate::paths::ensure_private_dir(dir)?;
         }
-        let file = std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(&path)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&path)?;
         let len = file.metadata().map(|m| m.len()).unwrap_or(0);
         Ok(Self { path, file, len })
     }
@@ -227,7 +264,10 @@ mod tests {
             _ => None,
         };
         let env = child_env(&cfg, parent);
-        let names: Vec<_> = env.keys().map(|k| k.to_string_lossy().into_owned()).collect();
+        let names: Vec<_> = env
+            .keys()
+            .map(|k| k.to_string_lossy().into_owned())
+            .collect();
         assert_eq!(names, ["ALLOWED", "PATH", "PYTHONIOENCODING", "SET"]);
     }
 

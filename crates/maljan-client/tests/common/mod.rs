@@ -29,9 +29,14 @@ impl Scratch {
 
     /// A stdio entry for a testkit fixture binary, logging to this scratch's event log.
     pub fn fixture(&self, bin: &str, env: &[(&str, &str)]) -> ServerConfig {
-        let mut e: std::collections::BTreeMap<String, String> =
-            env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        e.insert("FIXTURE_LOG".into(), self.log.to_string_lossy().into_owned());
+        let mut e: std::collections::BTreeMap<String, String> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        e.insert(
+            "FIXTURE_LOG".into(),
+            self.log.to_string_lossy().into_owned(),
+        );
         ServerConfig {
             transport: TransportKind::Stdio,
             command: maljan_testkit::bin_path(bin).to_string_lossy().into_owned(),
@@ -47,11 +52,18 @@ impl Scratch {
         c.path = self.dir.path().join("config.toml");
         c.data_dir = self.dir.path().to_path_buf();
         c.from_file = true;
-        c.servers = servers.into_iter().map(|(n, s)| (n.to_string(), s)).collect();
+        c.servers = servers
+            .into_iter()
+            .map(|(n, s)| (n.to_string(), s))
+            .collect();
         c
     }
 
-    pub fn runtime(&self, servers: Vec<(&str, ServerConfig)>, breaker: BreakerConfig) -> Arc<Runtime> {
+    pub fn runtime(
+        &self,
+        servers: Vec<(&str, ServerConfig)>,
+        breaker: BreakerConfig,
+    ) -> Arc<Runtime> {
         let c = self.config(servers, breaker);
         let ledger = Ledger::open(&self.dir.path().join("ledger.sqlite3"), 64 * 1024).unwrap();
         Runtime::new(c, ledger)
