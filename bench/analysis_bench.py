@@ -129,6 +129,7 @@ def main():
     thr("hashes + ssdeep + TLSH", "hashes_fuzzy", None, None)
     thr("entropy", "entropy", None, None)
     thr("carve_payloads scan", "carve", None, None)
+    thr("iocs_from_file (strings + indicator regexes)", "iocs", None, None)
 
     subprocess.run([BIN, "corpus", work], check=True)
     pes = sorted(glob.glob(os.path.join(os.path.dirname(py), "..", "lib", "python3*", "site-packages", "pip", "_vendor",

@@ -21,7 +21,7 @@ use crate::common::open_sample;
 pub const TIMEOUT_S: u64 = 60;
 
 const REMEDY: &str = "put YARA rules (*.yar, *.yara) in a directory and start the server with it as its rules \
-                      directory (maljan serve analysis --rules DIR, or MALJAN_YARA_RULES=DIR)";
+                      directory (maljan serve analysis --rules-dir DIR, or MALJAN_YARA_RULES=DIR)";
 
 /// The rule files below `dir` (symlinks not followed, depth ≤ 8), sorted.
 pub fn rule_files(dir: &Path) -> Vec<PathBuf> {
