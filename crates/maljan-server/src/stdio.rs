@@ -145,12 +145,12 @@ where
             }
             match decode(&line) {
                 Decoded::Message(message) => {
-                    let is_request = matches!(message, RxJsonRpcMessage::<RoleServer>::Request(_));
+                    let is_request = matches!(*message, RxJsonRpcMessage::<RoleServer>::Request(_));
                     if !is_request && !self.request_seen {
                         continue;
                     }
                     self.request_seen |= is_request;
-                    return Some(message);
+                    return Some(*message);
                 }
                 Decoded::Reply(reply) => self.write_raw(reply).await,
                 Decoded::Ignore => {}
@@ -164,7 +164,7 @@ where
 }
 
 enum Decoded {
-    Message(RxJsonRpcMessage<RoleServer>),
+    Message(Box<RxJsonRpcMessage<RoleServer>>),
     /// The line cannot be served; this error response says why.
     Reply(Value),
     /// A notification or response rmcp cannot read: JSON-RPC answers neither.
@@ -177,7 +177,7 @@ fn error_response(id: Value, code: i64, message: &str) -> Value {
 
 fn decode(line: &[u8]) -> Decoded {
     if let Ok(message) = serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line) {
-        return Decoded::Message(message);
+        return Decoded::Message(Box::new(message));
     }
     // Work out why, to answer as JSON-RPC says.
     let Ok(text) = std::str::from_utf8(line) else {
