@@ -1,15 +1,189 @@
-//! `maljan analyze SAMPLE`: a thin wrapper over maljan-triage. (Owned by the triage work.)
+//! `maljan analyze SAMPLE`: a thin wrapper over maljan-triage — options, the runtime, progress on
+//! the terminal, the report file and the exit status.
 
-use std::{path::PathBuf, process::ExitCode};
+use std::{
+    path::{Path, PathBuf},
+    process::ExitCode,
+};
 
+use anyhow::{Context, bail};
 use clap::Args;
+use maljan_client::{Config, JobSpec, Runtime};
+use maljan_triage::{Format, Plan, TriageOptions, render, run_triage, term::TerminalProgress};
+
+const EXIT_HELP: &str = "\
+Exit status:
+  0  complete: every step answered (or was rightly skipped: a tool unavailable on its host)
+  3  degraded: the report is written and whole, but some step failed or a server was unavailable,
+     rested or could not be handed the sample (the header lists each failure once, with its remedy)
+  4  failed: no step produced an answer (the report is still written and says why)
+  1  no report could be written (unreadable sample, bad config or plan, unwritable report path)
+  2  bad command line
+
+The steps: identify_file, hashes, the format's own tool (pe_info, elf_info, macho_info,
+document_info or archive_list, chosen from identify_file's answer), strings, iocs_from_file,
+yara_scan, then any extra steps of a triage.toml beside the config file (or --steps FILE).
+With no config file the built-in `analysis` and `files` servers are used, offline.";
 
 #[derive(Args)]
+#[command(after_long_help = EXIT_HELP)]
 pub struct AnalyzeArgs {
     /// The sample file to analyse.
     pub sample: PathBuf,
+    /// Servers to use, comma-separated, in order of preference (default: every enabled server).
+    #[arg(long, value_delimiter = ',', value_name = "A,B")]
+    pub servers: Option<Vec<String>>,
+    /// Where to write the report (default: ./maljan-report-<sample>-<sha256 prefix>.<ext>).
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// Report format: md, json or html (default: from --report's extension, else md).
+    #[arg(long, value_name = "md|json|html")]
+    pub format: Option<String>,
+    /// The runtime config file (default: MALJAN_CONFIG, else <data dir>/config.toml; none = built-ins).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// A triage plan (TOML: `steps`, `extra_steps`); default: triage.toml beside the config file.
+    #[arg(long, value_name = "FILE")]
+    pub steps: Option<PathBuf>,
 }
 
-pub async fn analyze(_args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("not built yet")
+pub async fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
+    let format = match (&args.format, &args.report) {
+        (Some(f), _) => {
+            Format::parse(f).with_context(|| format!("--format {f}: expected md, json or html"))?
+        }
+        (None, Some(p)) => p
+            .extension()
+            .and_then(|e| e.to_str())
+            .and_then(Format::parse)
+            .unwrap_or(Format::Markdown),
+        (None, None) => Format::Markdown,
+    };
+    let meta = std::fs::metadata(&args.sample)
+        .with_context(|| format!("cannot read the sample {}", args.sample.display()))?;
+    if !meta.is_file() {
+        bail!("{} is not a regular file", args.sample.display());
+    }
+    let sample = std::fs::canonicalize(&args.sample)?;
+
+    let mut config = Config::load(args.config.as_deref())?;
+    if !config.from_file {
+        allow_sample_dir(&mut config, &sample);
+    }
+    let (plan, plan_file) = Plan::discover(args.steps.as_deref(), &config.path)?;
+    if let Some(list) = &args.servers {
+        for name in list {
+            if config.server(name).is_none() {
+                let known: Vec<&str> = config.servers.keys().map(String::as_str).collect();
+                bail!(
+                    "--servers: no server named '{name}' is configured (configured: {})",
+                    known.join(", ")
+                );
+            }
+        }
+    }
+    if let Some(f) = &plan_file {
+        tracing::debug!("triage plan from {f}");
+    }
+
+    let runtime = Runtime::open(config)?;
+    let job = runtime.new_job(JobSpec::for_sample(&sample))?;
+    let progress = TerminalProgress::new();
+    let report = run_triage(
+        &job,
+        &TriageOptions {
+            plan,
+            servers: args.servers.clone(),
+        },
+        &progress,
+    )
+    .await;
+    drop(job);
+    runtime.shutdown().await;
+
+    let path = match &args.report {
+        Some(p) => p.clone(),
+        None => default_report_path(&report.sample.name, &report.sample.sha256, format),
+    };
+    write_report(&path, &render::render(&report, format))?;
+
+    let failures: usize = report.failures.iter().map(|f| f.count).sum();
+    eprintln!(
+        "{}: {} steps, {} failed call{}, {} degradation reason{} · job {}",
+        report.status.as_str(),
+        report.steps.len(),
+        failures,
+        if failures == 1 { "" } else { "s" },
+        report.degradations.len(),
+        if report.degradations.len() == 1 {
+            ""
+        } else {
+            "s"
+        },
+        report.job_id
+    );
+    for f in &report.failures {
+        eprintln!("  {}× {} {}: {}", f.count, f.code, f.tool, f.remediation);
+    }
+    // The path on stdout: the one thing a script wants from this command.
+    println!("{}", path.display());
+    Ok(ExitCode::from(report.status.exit_code()))
+}
+
+/// The built-in analysis server confines paths to its roots (by default its working directory);
+/// a sample elsewhere would be refused with path_outside_roots on first run. Adding the sample's
+/// directory as a root keeps the no-config path working from anywhere — only for the built-ins:
+/// a config file is the operator's whole truth.
+fn allow_sample_dir(config: &mut Config, sample: &Path) {
+    let (Some(dir), Ok(cwd)) = (sample.parent(), std::env::current_dir()) else {
+        return;
+    };
+    if let Some(server) = config.servers.get_mut("analysis")
+        && server.args.first().is_some_and(|a| a == "serve")
+        && !server.args.iter().any(|a| a == "--root")
+    {
+        for root in [cwd.as_path(), dir] {
+            server.args.push("--root".into());
+            server.args.push(root.to_string_lossy().into_owned());
+        }
+    }
+}
+
+fn default_report_path(name: &str, sha256: &str, format: Format) -> PathBuf {
+    let stem: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(60)
+        .collect();
+    let short = sha256.get(..12).unwrap_or(sha256);
+    PathBuf::from(format!(
+        "maljan-report-{stem}-{short}.{}",
+        format.extension()
+    ))
+}
+
+/// Writes atomically (a temp file renamed into place) so a reader never sees half a report.
+fn write_report(path: &Path, text: &str) -> anyhow::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp{}",
+        path.file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("report"),
+        std::process::id()
+    ));
+    std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path)
+        .with_context(|| format!("cannot write the report {}", path.display()))?;
+    Ok(())
 }

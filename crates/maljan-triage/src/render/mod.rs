@@ -1,0 +1,87 @@
+//! Renderers: Markdown, JSON and a self-contained HTML page, all from the same [`Report`].
+
+pub mod blocks;
+mod html;
+mod markdown;
+
+use crate::report::{Failure, Report};
+
+pub use html::html;
+pub use markdown::markdown;
+
+/// A report format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Markdown,
+    Json,
+    Html,
+}
+
+impl Format {
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "md" | "markdown" => Self::Markdown,
+            "json" => Self::Json,
+            "html" | "htm" => Self::Html,
+            _ => return None,
+        })
+    }
+
+    pub fn extension(self) -> &'static str {
+        match self {
+            Self::Markdown => "md",
+            Self::Json => "json",
+            Self::Html => "html",
+        }
+    }
+}
+
+/// The report in `format`.
+pub fn render(report: &Report, format: Format) -> String {
+    match format {
+        Format::Markdown => markdown(report),
+        Format::Json => json(report),
+        Format::Html => html(report),
+    }
+}
+
+/// The JSON report (schema `maljan.triage.report/v1`, docs/report-schema.md), pretty-printed.
+pub fn json(report: &Report) -> String {
+    let mut s =
+        serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"));
+    s.push('\n');
+    s
+}
+
+/// "5× timeout — yara_scan on analysis: …" — one line per distinct failure.
+pub(crate) fn failure_where(f: &Failure) -> String {
+    match &f.server {
+        Some(s) => format!("{} on {s}", f.tool),
+        None => f.tool.clone(),
+    }
+}
+
+pub(crate) fn human_size(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} bytes");
+    }
+    let mut v = n as f64;
+    let mut unit = "bytes";
+    for u in UNITS {
+        if v < 1024.0 {
+            break;
+        }
+        v /= 1024.0;
+        unit = u;
+    }
+    format!("{v:.1} {unit} ({n} bytes)")
+}
+
+pub(crate) fn ms(d: f64) -> String {
+    if d >= 1000.0 {
+        format!("{:.2} s", d / 1000.0)
+    } else {
+        format!("{d:.0} ms")
+    }
+}

@@ -1,0 +1,268 @@
+//! `maljan analyze` end to end, as a user runs it: no config at all (offline, built-in servers),
+//! a remote analysis server over streamable HTTP from a TOML config, and a configured server that
+//! hangs (exit status 3, the timeout once with its remedy, the rest whole).
+
+mod common;
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Output, Stdio},
+};
+
+use common::{Running, free_port, maljan, spawn, wait_listening};
+use maljan_triage::corpus;
+
+fn analyze(home: &Path, cwd: &Path, args: &[&str]) -> Output {
+    Command::new(maljan())
+        .arg("analyze")
+        .args(args)
+        .current_dir(cwd)
+        .env("MALJAN_HOME", home)
+        .env_remove("MALJAN_CONFIG")
+        .env("MALJAN_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
+fn report_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// A package's binary from this workspace (the hang fixture lives in maljan-testkit).
+fn workspace_bin(package: &str, bin: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let profile = exe.parent().unwrap().parent().unwrap().to_path_buf();
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["build", "--quiet", "-p", package, "--bins"])
+        .env("CARGO_TARGET_DIR", profile.parent().unwrap())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    profile.join(bin)
+}
+
+#[test]
+fn first_run_with_no_config_writes_a_useful_report_offline() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (home, cwd, samples) = (
+        tmp.path().join("home"),
+        tmp.path().join("work"),
+        tmp.path().join("samples"),
+    );
+    for d in [&cwd, &samples] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    // The sample lies outside the working directory: the built-in server must still read it.
+    let files = corpus::write_corpus(&samples);
+    let out = analyze(
+        &home,
+        &cwd,
+        &[
+            files["sample.exe"].to_str().unwrap(),
+            "--format",
+            "json",
+            "--report",
+            "r.json",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "r.json",
+        "the report path is printed"
+    );
+    let r = report_json(&cwd.join("r.json"));
+    assert_eq!(r["schema"], "maljan.triage.report/v1");
+    assert_eq!(r["status"], "complete");
+    assert_eq!(r["sample"]["kind"], "pe");
+    assert_eq!(
+        r["sample"]["hashes"]["sha256"], r["sample"]["sha256"],
+        "server and runtime hashed the same bytes"
+    );
+    let tools: Vec<&str> = r["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["tool"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tools,
+        [
+            "identify_file",
+            "hashes",
+            "pe_info",
+            "strings",
+            "iocs_from_file",
+            "yara_scan"
+        ]
+    );
+    assert!(r["steps"][4]["result"].to_string().contains(corpus::IPV4));
+
+    // Without --report: a default name in the working directory, Markdown, printed at the end.
+    let out = analyze(&home, &cwd, &[files["notes.txt"].to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(
+        printed.starts_with("maljan-report-notes.txt-") && printed.ends_with(".md"),
+        "{printed}"
+    );
+    let md = std::fs::read_to_string(cwd.join(&printed)).unwrap();
+    assert!(md.contains("# Triage report: notes.txt") && md.contains(corpus::IPV4));
+}
+
+#[test]
+fn a_remote_analysis_server_from_a_config_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = corpus::write_corpus(tmp.path());
+    let port = free_port();
+    let _server: Running = spawn(
+        Command::new(maljan())
+            .args([
+                "serve",
+                "analysis",
+                "--http",
+                &format!("127.0.0.1:{port}"),
+                "--root",
+            ])
+            .arg(tmp.path())
+            .env("MALJAN_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null()),
+    );
+    wait_listening(port);
+    let config = tmp.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!("[servers.lab]\ntransport = \"streamable-http\"\nurl = \"http://127.0.0.1:{port}/mcp\"\n"),
+    )
+    .unwrap();
+    let report = tmp.path().join("out.html");
+    let out = analyze(
+        &tmp.path().join("home"),
+        tmp.path(),
+        &[
+            files["sample.exe"].to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+            "--report",
+            report.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(
+        html.starts_with("<!DOCTYPE html>"),
+        "format follows the report's extension"
+    );
+    assert!(html.contains("<b>lab</b>") && html.contains("streamable-http"));
+    assert!(html.contains("Format structure (pe_info)") && html.contains(corpus::IPV4));
+}
+
+#[test]
+fn a_hanging_server_degrades_the_run_exit_3_and_the_timeout_shows_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let files = corpus::write_corpus(tmp.path());
+    let hang = workspace_bin("maljan-testkit", "fixture-hang");
+    let config = tmp.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[core.mcp.breaker]\ntimeout_margin_seconds = 0.3\n\n\
+             [servers.analysis]\ncommand = {:?}\nargs = [\"serve\", \"analysis\", \"--root\", {:?}]\n\n\
+             [servers.stuck]\ncommand = {:?}\nenv = {{ FIXTURE_TIMEOUT_S = \"1\" }}\n",
+            maljan(),
+            tmp.path(),
+            hang
+        ),
+    )
+    .unwrap();
+    // The extra steps live in triage.toml beside the config file.
+    std::fs::write(
+        tmp.path().join("triage.toml"),
+        "[[extra_steps]]\nserver = \"stuck\"\ntool = \"work\"\nargs = {}\n\n\
+         [[extra_steps]]\nserver = \"stuck\"\ntool = \"work\"\ntitle = \"work again\"\nargs = {}\n",
+    )
+    .unwrap();
+    let report = tmp.path().join("r.md");
+    let out = analyze(
+        &tmp.path().join("home"),
+        tmp.path(),
+        &[
+            files["sample.exe"].to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+            "--report",
+            report.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(&report).unwrap();
+    let rows: Vec<&str> = md.lines().filter(|l| l.contains("`timeout`")).collect();
+    assert_eq!(rows.len(), 1, "{md}");
+    assert!(
+        rows[0].starts_with("| 2× | `timeout` | work on stuck |"),
+        "{}",
+        rows[0]
+    );
+    assert!(
+        rows[0].contains("raise the tool's timeout")
+            || rows[0]
+                .split('|')
+                .nth(4)
+                .is_some_and(|r| !r.trim().is_empty())
+    );
+    assert!(md.contains("[DEGRADED RUN]"));
+    for section in [
+        "## 1. File type",
+        "## 3. Format structure (pe_info)",
+        "## 5. Indicators of compromise",
+        "## 8. work again",
+    ] {
+        assert!(md.contains(section), "{section} missing");
+    }
+    assert!(md.contains(corpus::IPV4), "the indicators section is whole");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("2× timeout work"));
+}
+
+#[test]
+fn help_documents_the_exit_statuses_and_bad_servers_are_refused() {
+    let out = Command::new(maljan())
+        .args(["analyze", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for line in ["0  complete", "3  degraded", "4  failed"] {
+        assert!(help.contains(line), "{help}");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let files = corpus::write_corpus(tmp.path());
+    let out = analyze(
+        &tmp.path().join("home"),
+        tmp.path(),
+        &[files["notes.txt"].to_str().unwrap(), "--servers", "nope"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no server named 'nope'"));
+    let out = analyze(&tmp.path().join("home"), tmp.path(), &["/no/such/sample"]);
+    assert_eq!(out.status.code(), Some(1));
+}
