@@ -38,6 +38,9 @@ fn run(op: &str, b: &[u8]) -> Value {
             let h = hashes::hash_bytes(b, true);
             json!({"ssdeep": h.ssdeep, "tlsh": h.tlsh})
         }
+        "ssdeep" => json!(hashes::ssdeep(b)),
+        "tlsh" => json!(hashes::tlsh(b)),
+        "md5" => json!(hashes::hash_bytes(&b[..0], false).md5),
         "pe_info" => match pe::pe_info(b, Default::default()) {
             Ok(i) => {
                 json!({"imphash": i.imphash, "sections": i.sections.map(|s| s.len()), "imports": i.import_count})

@@ -303,7 +303,7 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
              MITRE ATT&CK and MBC ids.",
         )
         .title("capa capabilities")
-        .timeout_s(CAPA_TIMEOUT_S + 10)
+        .timeout_s(CAPA_TIMEOUT_S)
         .probe(Probe::binary("capa", remedy("capa"))),
         move |_ctx, a: CapaArgs| {
             let c = c.clone();
@@ -319,7 +319,7 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
                     args.extend(["--backend".to_string(), a.backend.clone()]);
                 }
                 args.push(sample.display().to_string());
-                let out = run("capa", args, Duration::from_secs(a.timeout_s.clamp(1, CAPA_TIMEOUT_S))).await?;
+                let out = run("capa", args, Duration::from_secs(a.timeout_s.clamp(1, CAPA_TIMEOUT_S - 2))).await?;
                 let doc: Value = serde_json::from_slice(&out)
                     .map_err(|e| ToolError::tool_failed(format!("capa's JSON could not be read: {e}")))?;
                 let (capabilities, attack) = parse_capa(&doc);
@@ -335,7 +335,7 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
              filtered by `pattern` and paged.",
         )
         .title("FLOSS strings")
-        .timeout_s(FLOSS_TIMEOUT_S + 10)
+        .timeout_s(FLOSS_TIMEOUT_S)
         .probe(Probe::binary("floss", remedy("floss"))),
         move |_ctx, a: FlossArgs| {
             let c = c.clone();
@@ -362,7 +362,7 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
                     args.extend(only.iter().cloned());
                 }
                 args.push(sample.display().to_string());
-                let out = run("floss", args, Duration::from_secs(a.timeout_s.clamp(1, FLOSS_TIMEOUT_S))).await?;
+                let out = run("floss", args, Duration::from_secs(a.timeout_s.clamp(1, FLOSS_TIMEOUT_S - 2))).await?;
                 let doc: Value = serde_json::from_slice(&out)
                     .map_err(|e| ToolError::tool_failed(format!("FLOSS's JSON could not be read: {e}")))?;
                 let all: Vec<FlossString> = parse_floss(&doc)

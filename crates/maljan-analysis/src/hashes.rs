@@ -99,15 +99,14 @@ pub struct HashesArgs {
     /// A file carved from the sample (under the job's carved/<sha256>/ directory); read instead of `path`.
     #[serde(default)]
     pub carved_path: String,
-    /// Also compute the similarity hashes ssdeep and TLSH.
-    #[serde(default = "yes")]
-    #[schemars(default = "yes")]
-    pub fuzzy: bool,
+    /// Also compute the similarity hashes ssdeep and TLSH. Null (the default): for files up to
+    /// 64 MiB (they run at a few hundred MB/s); true: always; false: never.
+    #[serde(default)]
+    pub fuzzy: Option<bool>,
 }
 
-fn yes() -> bool {
-    true
-}
+/// Above this size ssdeep and TLSH are computed only when asked for (`fuzzy: true`).
+pub const FUZZY_DEFAULT_CAP: usize = 64 << 20;
 
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct HashesOutput {
@@ -115,6 +114,8 @@ pub struct HashesOutput {
     pub read_path: String,
     #[serde(flatten)]
     pub hashes: Hashes,
+    /// What this answer leaves out and why.
+    pub without: Vec<String>,
 }
 
 pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
@@ -130,9 +131,19 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
             let config = config.clone();
             async move {
                 on_sample(&config.roots, ctx, a.path, a.carved_path, move |s, _| {
+                    let big = s.bytes().len() > FUZZY_DEFAULT_CAP;
+                    let fuzzy = a.fuzzy.unwrap_or(!big);
+                    let mut without = Vec::new();
+                    if !fuzzy && a.fuzzy.is_none() {
+                        without.push(format!(
+                            "ssdeep and TLSH are skipped above {} MiB unless fuzzy is true",
+                            FUZZY_DEFAULT_CAP >> 20
+                        ));
+                    }
                     Ok::<_, ToolError>(HashesOutput {
                         read_path: s.read_path(),
-                        hashes: hash_bytes(s.bytes(), a.fuzzy),
+                        hashes: hash_bytes(s.bytes(), fuzzy),
+                        without,
                     })
                 })
                 .await

@@ -325,7 +325,7 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
              (yara-x); each match with its rule, namespace, tags, metadata and matched strings.",
         )
         .title("YARA scan")
-        .timeout_s(TIMEOUT_S + 5)
+        .timeout_s(TIMEOUT_S)
         .probe(probe(config.rules_dir.clone())),
         move |ctx, a: YaraScanArgs| {
             let config = config.clone();
@@ -338,7 +338,8 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
                 if a.path.is_empty() && a.carved_path.is_empty() && a.text.is_empty() {
                     return Err(ToolError::bad_argument("give `path` (or `carved_path`) or `text` to scan"));
                 }
-                let timeout = a.timeout_s.clamp(1, TIMEOUT_S);
+                // Two seconds under the ceiling, so the scan answers its own timeout before the server's.
+                let timeout = a.timeout_s.clamp(1, TIMEOUT_S - 2);
                 let dir = ruleset_dir(&rules_dir, &a.ruleset)?;
                 let roots = config.roots.clone();
                 #[cfg(not(feature = "yara"))]

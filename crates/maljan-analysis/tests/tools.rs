@@ -646,7 +646,9 @@ async fn manifest_says_what_is_unavailable_and_why() {
         yara.reason
     );
     assert!(!yara.remediation.as_deref().unwrap_or("").is_empty());
-    assert_eq!(yara.timeout_s, Some(65.0));
+    assert_eq!(yara.timeout_s, Some(60.0));
+    assert_eq!(m.tool("capa").unwrap().timeout_s, Some(300.0));
+    assert_eq!(m.tool("floss").unwrap().timeout_s, Some(600.0));
     assert_eq!(
         f.err("yara_scan", json!({"path": f.path("sample.exe")}))
             .await,
