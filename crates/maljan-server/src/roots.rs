@@ -88,6 +88,7 @@ fn resolve_physically(absolute: &Path) -> std::io::Result<PathBuf> {
     // Find the longest prefix that exists, canonicalize it, then apply the remaining components.
     let mut existing = absolute.to_path_buf();
     let mut rest: Vec<std::ffi::OsString> = Vec::new();
+    let mut hops = 0;
     loop {
         match std::fs::canonicalize(&existing) {
             Ok(canonical) => {
@@ -104,6 +105,21 @@ fn resolve_physically(absolute: &Path) -> std::io::Result<PathBuf> {
                 return Ok(out);
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // A dangling symlink is not a name that is free: a write through it lands where
+                // it points. Follow it, and resolve what it names instead.
+                if std::fs::symlink_metadata(&existing).is_ok_and(|m| m.file_type().is_symlink()) {
+                    hops += 1;
+                    if hops > 40 {
+                        return Err(std::io::Error::other("too many levels of symbolic links"));
+                    }
+                    let target = std::fs::read_link(&existing)?;
+                    let mut next = existing.parent().unwrap_or(Path::new("/")).join(target);
+                    for part in rest.drain(..).rev() {
+                        next.push(part);
+                    }
+                    existing = next;
+                    continue;
+                }
                 let Some(name) = existing.file_name().map(|n| n.to_os_string()) else {
                     // `..` or the filesystem root: fold it lexically and retry.
                     if !existing.pop() {
@@ -167,5 +183,34 @@ mod tests {
             roots.resolve("link").unwrap_err().code,
             ErrorCode::PathOutsideRoots
         );
+    }
+
+    #[test]
+    fn a_dangling_symlink_resolves_to_where_it_points() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let link = |target: &Path, name: &str| {
+            std::os::unix::fs::symlink(target, dir.path().join(name)).unwrap()
+        };
+        link(&outside.path().join("not-yet"), "dangling");
+        link(&dir.path().join("missing-inside"), "dangling-in");
+        link(Path::new("loop-b"), "loop-a");
+        link(Path::new("loop-a"), "loop-b");
+        let roots = Roots::new([dir.path()]).unwrap();
+        assert_eq!(
+            roots.resolve("dangling").unwrap_err().code,
+            ErrorCode::PathOutsideRoots
+        );
+        assert_eq!(
+            roots.resolve("dangling/x").unwrap_err().code,
+            ErrorCode::PathOutsideRoots
+        );
+        assert!(
+            roots
+                .resolve("dangling-in")
+                .unwrap()
+                .ends_with("missing-inside")
+        );
+        assert!(roots.resolve("loop-a").is_err());
     }
 }
