@@ -380,7 +380,8 @@ async fn test(name: &str, config: ConfigArg, as_json: bool) -> anyhow::Result<Ex
     }
     let names: Vec<&str> = v.tools.iter().map(|t| t.name.as_str()).collect();
     println!("  tools ({}): {}", names.len(), names.join(", "));
-    let unavailable: Vec<_> = v.unavailable().collect();
+    // From the manifest itself: a server may leave an unavailable tool out of tools/list.
+    let unavailable: Vec<_> = v.manifest.tools.iter().filter(|t| !t.available).collect();
     if !unavailable.is_empty() {
         println!("  unavailable on this host:");
         for t in unavailable {

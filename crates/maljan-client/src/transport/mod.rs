@@ -204,7 +204,9 @@ where
             "no MCP handshake within {}",
             human_secs(timeout)
         ))),
-        Ok(Err(e)) => Err(Unanswered::Unreachable(scrub_urls(&e.to_string()))),
+        Ok(Err(e)) => Err(Unanswered::Unreachable(scrub_urls(&plain_transport_error(
+            &e.to_string(),
+        )))),
         Ok(Ok(s)) => Ok(s),
     }
 }
@@ -478,12 +480,17 @@ impl Connection {
     }
 }
 
-/// rmcp prefixes transport errors with the transport's Rust type name; people need the cause.
+/// rmcp names the transport's Rust type inside its errors ("Transport [rmcp::…] error: "); people
+/// need the cause, so that part is cut wherever it appears.
 fn plain_transport_error(msg: &str) -> String {
-    match (msg.starts_with("Transport ["), msg.find("] error: ")) {
-        (true, Some(i)) => msg[i + "] error: ".len()..].to_string(),
-        _ => msg.to_string(),
+    let mut out = msg.to_string();
+    while let Some(start) = out.find("Transport [") {
+        match out[start..].find("] error: ") {
+            Some(end) => out.replace_range(start..start + end + "] error: ".len(), ""),
+            None => break,
+        }
     }
+    out
 }
 
 enum Classified {
