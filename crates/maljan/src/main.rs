@@ -64,10 +64,11 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-/// Logs go to stderr only: on stdio, stdout carries nothing but protocol messages.
+/// Logs go to stderr only: on stdio, stdout carries nothing but protocol messages. rmcp's own
+/// logging is off by default: on a failed connection it prints full URLs, query strings included.
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("MALJAN_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=off"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
