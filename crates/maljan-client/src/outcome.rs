@@ -51,6 +51,14 @@ impl CallError {
     }
 }
 
+impl std::fmt::Display for CallError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code.as_str(), self.sentence())
+    }
+}
+
+impl std::error::Error for CallError {}
+
 /// Reads a `CallToolResult` (as JSON) into success or a [`CallError`].
 pub fn read_result(result: &Value) -> Result<(), CallError> {
     let is_error = result
