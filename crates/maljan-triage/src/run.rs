@@ -211,7 +211,7 @@ pub async fn run_triage(job: &Arc<Job>, opts: &TriageOptions, progress: &dyn Pro
             .await;
         *state.per_server.entry(server_name.clone()).or_default() += 1;
         report.evidence.push(rec.ev_id.clone());
-        report.duration_ms = rec.duration_ms;
+        report.duration_ms = to_microseconds(rec.duration_ms);
         match &rec.error {
             None => {
                 report.status = StepStatus::Ok;
@@ -268,7 +268,7 @@ fn finish(job: &Arc<Job>, connected: Vec<Connected>, state: RunState, started: I
         generated_at: maljan_client::time::rfc3339_ms(maljan_client::time::now_ms()),
         maljan_version: env!("CARGO_PKG_VERSION").to_string(),
         status,
-        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+        duration_ms: to_microseconds(started.elapsed().as_secs_f64() * 1000.0),
         sample,
         servers,
         degradations,
@@ -470,6 +470,12 @@ fn pick_server<'a>(
         Some(c) => Err(unreachable(c)),
         None => Err(Pick::NobodyOffers),
     }
+}
+
+/// Milliseconds kept to the microsecond: finer digits are noise in a report, and a short decimal
+/// reads back from JSON as exactly the same f64 (the schema promises a lossless round trip).
+fn to_microseconds(ms: f64) -> f64 {
+    (ms * 1000.0).round() / 1000.0
 }
 
 fn error_info(e: &CallError) -> ErrorInfo {
