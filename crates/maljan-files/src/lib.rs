@@ -27,6 +27,8 @@ mod hashing;
 mod integrity;
 mod keypath;
 mod local;
+#[cfg(feature = "parquet")]
+mod parquet;
 mod paths;
 mod search;
 mod sync;
@@ -79,6 +81,8 @@ pub fn registry(config: FilesConfig) -> Registry {
     text::register(&mut reg, &cfg);
     diff::register(&mut reg, &cfg);
     data::register(&mut reg, &cfg);
+    #[cfg(feature = "parquet")]
+    parquet::register(&mut reg, &cfg);
     crypto::register(&mut reg, &cfg);
     executor::register(&mut reg, &cfg);
     conditional::register(&mut reg, &cfg);
