@@ -35,6 +35,7 @@ mod sync;
 mod tar;
 mod text;
 mod tree;
+mod unzip;
 mod walk;
 mod watch;
 
