@@ -7,3 +7,8 @@ eval "$(scripts/peers.sh)"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo test --workspace --no-fail-fast
+# The Parquet actions sit behind maljan-files' cargo feature `parquet` (off by default), so the
+# workspace run above does not build them: lint them, and run only the tests the feature adds
+# (its unit tests and tests/parquet.rs), which keeps the extra time to the arrow/parquet build.
+cargo clippy -p maljan-files --all-targets --all-features --quiet -- -D warnings
+cargo test -p maljan-files --features parquet --no-fail-fast --lib --test parquet

@@ -4,7 +4,7 @@
 use std::{
     fs::{self, File},
     io::{BufReader, BufWriter, Read, Write},
-    path::{Path, PathBuf},
+    path::Path,
     sync::Arc,
 };
 
@@ -16,7 +16,8 @@ use zip::{CompressionMethod, ZipArchive, ZipWriter, result::ZipError, write::Sim
 
 use crate::{
     Config,
-    paths::{io_err, join_inside, show},
+    paths::{io_err, show},
+    unzip::{Unzip, extract},
 };
 
 /// The most bytes FA_read_zip_file returns inline.
@@ -284,27 +285,13 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
         .destructive()
         .timeout_s(1800),
         move |ctx: ToolContext, a: UnzipFileArgs| {
-            let c = c.clone();
-            async move {
-                let path = c.existing_file(&a.zip_file_path)?;
-                let dest = extract_dir(&c, &path, a.extract_path.as_deref())?;
-                blocking(move || {
-                    let names = unzip(
-                        &c,
-                        &path,
-                        &a.zip_file_path,
-                        &dest,
-                        Some(&[a.extract_member]),
-                        a.password.as_deref(),
-                        &ctx,
-                    )?;
-                    Ok(NamesOut {
-                        count: names.len(),
-                        names,
-                    })
-                })
-                .await
-            }
+            let u = Unzip {
+                zip_file_path: a.zip_file_path,
+                members: Some(vec![a.extract_member]),
+                extract_path: a.extract_path,
+                password: a.password,
+            };
+            extract(c.clone(), ctx, u)
         },
     );
 
@@ -317,27 +304,13 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
         .destructive()
         .timeout_s(3600),
         move |ctx: ToolContext, a: UnzipAllArgs| {
-            let c = c.clone();
-            async move {
-                let path = c.existing_file(&a.zip_file_path)?;
-                let dest = extract_dir(&c, &path, a.extract_path.as_deref())?;
-                blocking(move || {
-                    let names = unzip(
-                        &c,
-                        &path,
-                        &a.zip_file_path,
-                        &dest,
-                        a.extract_member.as_deref(),
-                        a.password.as_deref(),
-                        &ctx,
-                    )?;
-                    Ok(NamesOut {
-                        count: names.len(),
-                        names,
-                    })
-                })
-                .await
-            }
+            let u = Unzip {
+                zip_file_path: a.zip_file_path,
+                members: a.extract_member,
+                extract_path: a.extract_path,
+                password: a.password,
+            };
+            extract(c.clone(), ctx, u)
         },
     );
 
@@ -489,7 +462,7 @@ fn file_options(src: &Path) -> SimpleFileOptions {
     opts
 }
 
-fn zip_err(given: &str) -> impl Fn(ZipError) -> ToolError + '_ {
+pub(crate) fn zip_err(given: &str) -> impl Fn(ZipError) -> ToolError + '_ {
     move |e| match e {
         ZipError::Io(io) => ToolError::io(given, io),
         ZipError::InvalidArchive(_) | ZipError::UnsupportedArchive(_) => {
@@ -503,7 +476,7 @@ fn zip_err(given: &str) -> impl Fn(ZipError) -> ToolError + '_ {
     }
 }
 
-fn member_err(name: &str, e: std::io::Error) -> ToolError {
+pub(crate) fn member_err(name: &str, e: std::io::Error) -> ToolError {
     if e.kind() == std::io::ErrorKind::InvalidData || e.kind() == std::io::ErrorKind::InvalidInput {
         ToolError::bad_argument(format!(
             "{name} could not be read: wrong password or corrupt data ({e})"
@@ -513,12 +486,12 @@ fn member_err(name: &str, e: std::io::Error) -> ToolError {
     }
 }
 
-fn open_zip(path: &Path, given: &str) -> Result<ZipArchive<BufReader<File>>, ToolError> {
+pub(crate) fn open_zip(path: &Path, given: &str) -> Result<ZipArchive<BufReader<File>>, ToolError> {
     let file = File::open(path).map_err(io_err(given))?;
     ZipArchive::new(BufReader::new(file)).map_err(zip_err(given))
 }
 
-fn by_name<'a>(
+pub(crate) fn by_name<'a>(
     archive: &'a mut ZipArchive<BufReader<File>>,
     name: &str,
     password: Option<&str>,
@@ -544,13 +517,6 @@ fn by_name<'a>(
         ZipError::UnsupportedArchive(m) => ToolError::unsupported_format(format!("{name}: {m}")),
         other => ToolError::unsupported_format(format!("{name}: {other}")),
     })
-}
-
-fn extract_dir(c: &Config, zip: &Path, given: Option<&str>) -> Result<PathBuf, ToolError> {
-    match given {
-        Some(d) => c.target(d),
-        None => Ok(zip.parent().map(PathBuf::from).unwrap_or_default()),
-    }
 }
 
 fn zip_dir(
@@ -598,64 +564,4 @@ fn zip_dir(
         .flush()
         .map_err(io_err(given))?;
     Ok(members)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn unzip(
-    c: &Config,
-    path: &Path,
-    given: &str,
-    dest: &Path,
-    only: Option<&[String]>,
-    password: Option<&str>,
-    ctx: &ToolContext,
-) -> Result<Vec<String>, ToolError> {
-    let mut archive = open_zip(path, given)?;
-    let wanted: Vec<usize> = match only {
-        Some(names) => names
-            .iter()
-            .map(|n| {
-                archive.index_for_name(n).ok_or_else(|| {
-                    ToolError::no_such_file(format!("no member named '{n}' in {given}"))
-                })
-            })
-            .collect::<Result<_, _>>()?,
-        None => (0..archive.len()).collect(),
-    };
-    fs::create_dir_all(dest).map_err(io_err(&show(dest)))?;
-    let mut written = Vec::new();
-    for i in wanted {
-        if ctx.is_cancelled() {
-            return Err(ToolError::tool_failed("the call was cancelled"));
-        }
-        let raw_name = archive
-            .by_index_raw(i)
-            .map_err(zip_err(given))?
-            .name()
-            .map(|n| n.into_owned())
-            .unwrap_or_default();
-        let Some(out) = join_inside(dest, &raw_name) else {
-            return Err(ToolError::bad_argument(format!(
-                "member '{raw_name}' would be written outside the target directory"
-            )));
-        };
-        // The target may already contain symlinks: resolve again under the roots.
-        c.target(&show(&out))?;
-        let mut member = by_name(&mut archive, &raw_name, password)?;
-        if member.is_dir() {
-            fs::create_dir_all(&out).map_err(io_err(&raw_name))?;
-            continue;
-        }
-        if let Some(parent) = out.parent() {
-            fs::create_dir_all(parent).map_err(io_err(&raw_name))?;
-        }
-        if out.is_symlink() {
-            fs::remove_file(&out).map_err(io_err(&raw_name))?;
-        }
-        // A symlink member is written as a file holding its target, as Python's zipfile does.
-        let mut f = File::create(&out).map_err(io_err(&raw_name))?;
-        std::io::copy(&mut member, &mut f).map_err(|e| member_err(&raw_name, e))?;
-        written.push(show(&out));
-    }
-    Ok(written)
 }

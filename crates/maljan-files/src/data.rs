@@ -1,6 +1,6 @@
 //! Structured data: dotted-path edits of JSON and YAML files, CSV filtering and conversion, JSON
-//! Lines. Parquet (automation-file's FA_parquet_*/FA_csv_to_parquet) is left out: the arrow and
-//! parquet crates would more than double this crate's build.
+//! Lines. Parquet (FA_parquet_read/_write, FA_csv_to_parquet) is in parquet.rs, behind the cargo
+//! feature `parquet`: the arrow and parquet crates add about half again to this crate's build.
 
 use std::{fs, io::Write, sync::Arc};
 
@@ -16,10 +16,10 @@ use crate::{
     paths::{io_err, show, write_atomic},
 };
 
-fn default_utf8() -> String {
+pub(crate) fn default_utf8() -> String {
     "utf-8".into()
 }
-fn default_comma() -> String {
+pub(crate) fn default_comma() -> String {
     ",".into()
 }
 
@@ -203,21 +203,9 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             .destructive()
             .timeout_s(60),
             move |_ctx, a: SetArgs| {
-                let c = c.clone();
-                async move {
-                    let segments = split(&a.key_path);
-                    if segments.is_empty() {
-                        return Err(ToolError::bad_argument("key_path must not be empty"));
-                    }
-                    let path = c.existing_file(&a.path)?;
-                    blocking(move || {
-                        let mut doc = load(&path, &a.path, format)?;
-                        set_in(&mut doc, &segments, a.value)?;
-                        store(&path, &a.path, format, &doc)?;
-                        Ok(ChangedOut { path: show(&path), changed: true })
-                    })
-                    .await
-                }
+                edit(c.clone(), a.path, a.key_path, format, move |doc, segments| {
+                    set_in(doc, segments, a.value).map(|()| true)
+                })
             },
         );
 
@@ -230,26 +218,9 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             .destructive()
             .timeout_s(60),
             move |_ctx, a: DeleteArgs| {
-                let c = c.clone();
-                async move {
-                    let segments = split(&a.key_path);
-                    if segments.is_empty() {
-                        return Err(ToolError::bad_argument("key_path must not be empty"));
-                    }
-                    let path = c.existing_file(&a.path)?;
-                    blocking(move || {
-                        let mut doc = load(&path, &a.path, format)?;
-                        let changed = delete_in(&mut doc, &segments);
-                        if changed {
-                            store(&path, &a.path, format, &doc)?;
-                        }
-                        Ok(ChangedOut {
-                            path: show(&path),
-                            changed,
-                        })
-                    })
-                    .await
-                }
+                edit(c.clone(), a.path, a.key_path, format, |doc, segments| {
+                    Ok(delete_in(doc, segments))
+                })
             },
         );
     }
@@ -274,21 +245,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 let src = c.existing_file(&a.src)?;
                 let target = c.target(&a.target)?;
                 blocking(move || {
-                    let text = decode_text(
-                        &fs::read(&src).map_err(io_err(&a.src))?,
-                        &a.encoding,
-                        "strict",
-                    )?;
-                    let mut rdr = csv::ReaderBuilder::new()
-                        .delimiter(delim)
-                        .flexible(true)
-                        .from_reader(text.as_bytes());
-                    let header: Vec<String> = rdr
-                        .headers()
-                        .map_err(csv_err(&a.src))?
-                        .iter()
-                        .map(String::from)
-                        .collect();
+                    let (header, mut rdr) = read_csv(&src, &a.src, &a.encoding, delim)?;
                     let col = |name: &str| header.iter().position(|h| h == name);
                     let keep: Vec<usize> = match &a.columns {
                         Some(cols) => {
@@ -370,21 +327,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 let src = c.existing_file(&a.src)?;
                 let target = c.target(&a.target)?;
                 blocking(move || {
-                    let text = decode_text(
-                        &fs::read(&src).map_err(io_err(&a.src))?,
-                        &a.encoding,
-                        "strict",
-                    )?;
-                    let mut rdr = csv::ReaderBuilder::new()
-                        .delimiter(delim)
-                        .flexible(true)
-                        .from_reader(text.as_bytes());
-                    let header: Vec<String> = rdr
-                        .headers()
-                        .map_err(csv_err(&a.src))?
-                        .iter()
-                        .map(String::from)
-                        .collect();
+                    let (header, mut rdr) = read_csv(&src, &a.src, &a.encoding, delim)?;
                     let mut out = String::new();
                     let mut rows = 0u64;
                     for rec in rdr.records() {
@@ -509,7 +452,35 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
     );
 }
 
-fn delimiter(d: &str) -> Result<u8, ToolError> {
+/// FA_json_set/delete and FA_yaml_set/delete: load the document, apply `change` at the key path
+/// (false: nothing changed) and rewrite the file atomically only when something did.
+async fn edit(
+    c: Arc<Config>,
+    given: String,
+    key_path: String,
+    format: Format,
+    change: impl FnOnce(&mut Value, &[String]) -> Result<bool, ToolError> + Send + 'static,
+) -> Result<ChangedOut, ToolError> {
+    let segments = split(&key_path);
+    if segments.is_empty() {
+        return Err(ToolError::bad_argument("key_path must not be empty"));
+    }
+    let path = c.existing_file(&given)?;
+    blocking(move || {
+        let mut doc = load(&path, &given, format)?;
+        let changed = change(&mut doc, &segments)?;
+        if changed {
+            store(&path, &given, format, &doc)?;
+        }
+        Ok(ChangedOut {
+            path: show(&path),
+            changed,
+        })
+    })
+    .await
+}
+
+pub(crate) fn delimiter(d: &str) -> Result<u8, ToolError> {
     match d.as_bytes() {
         [b] => Ok(*b),
         _ => Err(ToolError::bad_argument(
@@ -518,7 +489,29 @@ fn delimiter(d: &str) -> Result<u8, ToolError> {
     }
 }
 
-fn csv_err(given: &str) -> impl Fn(csv::Error) -> ToolError + '_ {
+/// A CSV file decoded from `encoding` (strictly), ready to read, and its header row.
+pub(crate) fn read_csv(
+    path: &std::path::Path,
+    given: &str,
+    encoding: &str,
+    delimiter: u8,
+) -> Result<(Vec<String>, csv::Reader<std::io::Cursor<String>>), ToolError> {
+    let text = decode_text(&fs::read(path).map_err(io_err(given))?, encoding, "strict")?;
+    // Flexible: a short or long row is the caller's to judge, not a parse error.
+    let mut rdr = csv::ReaderBuilder::new()
+        .delimiter(delimiter)
+        .flexible(true)
+        .from_reader(std::io::Cursor::new(text));
+    let header = rdr
+        .headers()
+        .map_err(csv_err(given))?
+        .iter()
+        .map(String::from)
+        .collect();
+    Ok((header, rdr))
+}
+
+pub(crate) fn csv_err(given: &str) -> impl Fn(csv::Error) -> ToolError + '_ {
     move |e| ToolError::unsupported_format(format!("{given} is not readable CSV: {e}"))
 }
 

@@ -13,6 +13,10 @@ pub(crate) enum Codec {
     Rs(&'static Encoding),
 }
 
+/// What an unknown encoding's error suggests instead.
+const SUPPORTED_HINT: &str = "use one of utf-8, latin-1, ascii, utf-16, utf-16-le, utf-16-be, or a WHATWG encoding \
+     name (cp1252, iso-8859-2 … iso-8859-16, koi8-r, shift_jis, euc-jp, iso-2022-jp, gbk, gb18030, big5, euc-kr, …)";
+
 pub(crate) fn codec(name: &str) -> Result<Codec, ToolError> {
     let n = name.trim().to_ascii_lowercase().replace('_', "-");
     Ok(match n.as_str() {
@@ -42,9 +46,10 @@ pub(crate) fn codec(name: &str) -> Result<Codec, ToolError> {
                 Codec::Rs(e)
             }
             _ => {
-                return Err(ToolError::bad_argument(format!(
-                    "unknown encoding '{name}'"
-                )));
+                return Err(
+                    ToolError::bad_argument(format!("unknown encoding '{name}'"))
+                        .with_remediation(SUPPORTED_HINT),
+                );
             }
         },
     })
@@ -242,5 +247,19 @@ mod tests {
         assert!(decode_text(&[0xFF, 0x41], "utf-8", "strict").is_err());
         assert_eq!(decode_text(&[0xFF, 0x41], "utf-8", "ignore").unwrap(), "A");
         assert!(codec("klingon").is_err());
+    }
+
+    #[test]
+    fn an_unknown_encoding_names_the_supported_ones() {
+        let Err(err) = codec("klingon") else {
+            panic!("klingon is not an encoding")
+        };
+        assert_eq!(err.code.as_str(), "bad_argument");
+        assert!(err.message.contains("klingon"), "{}", err.message);
+        for name in ["utf-8", "latin-1", "utf-16", "cp1252", "shift_jis"] {
+            // Each suggestion must itself be accepted.
+            assert!(err.remediation.contains(name), "{}", err.remediation);
+            assert!(codec(name).is_ok(), "{name}");
+        }
     }
 }

@@ -110,6 +110,9 @@ pub(crate) fn hash_file(
 /// Files at least this big are read on a second thread while the first one hashes.
 const PIPELINE_FROM: u64 = 8 * 1024 * 1024;
 
+/// The smallest buffer the two threads hand each other.
+const PIPELINE_BUFFER: usize = 1024 * 1024;
+
 struct Progress<'a> {
     ctx: Option<&'a ToolContext>,
     size: u64,
@@ -183,8 +186,11 @@ fn hash_pipelined(
     const BUFFERS: usize = 3;
     let (full_tx, full_rx) = sync_channel::<std::io::Result<(Vec<u8>, usize)>>(BUFFERS);
     let (free_tx, free_rx) = sync_channel::<Vec<u8>>(BUFFERS);
+    // chunk_size cannot change the digest, only the cost: below 1 MiB per hand-over the channel
+    // traffic starts to show, so a small one is rounded up here (the inline path keeps it as is).
+    let size = chunk.max(PIPELINE_BUFFER);
     for _ in 0..BUFFERS {
-        let _ = free_tx.send(vec![0u8; chunk]);
+        let _ = free_tx.send(vec![0u8; size]);
     }
     std::thread::scope(|scope| {
         scope.spawn(move || {

@@ -27,12 +27,15 @@ mod hashing;
 mod integrity;
 mod keypath;
 mod local;
+#[cfg(feature = "parquet")]
+mod parquet;
 mod paths;
 mod search;
 mod sync;
 mod tar;
 mod text;
 mod tree;
+mod unzip;
 mod walk;
 mod watch;
 
@@ -79,6 +82,8 @@ pub fn registry(config: FilesConfig) -> Registry {
     text::register(&mut reg, &cfg);
     diff::register(&mut reg, &cfg);
     data::register(&mut reg, &cfg);
+    #[cfg(feature = "parquet")]
+    parquet::register(&mut reg, &cfg);
     crypto::register(&mut reg, &cfg);
     executor::register(&mut reg, &cfg);
     conditional::register(&mut reg, &cfg);
