@@ -55,7 +55,10 @@ fn child(db: &str) {
                     let ev = format!("ev_{t}_{i}");
                     ledger.append(entry(ev.clone())).await.unwrap();
                     let mut out = std::io::stdout().lock();
-                    if writeln!(out, "acked {ev}").and_then(|_| out.flush()).is_err() {
+                    if writeln!(out, "acked {ev}")
+                        .and_then(|_| out.flush())
+                        .is_err()
+                    {
                         std::process::exit(0);
                     }
                 }

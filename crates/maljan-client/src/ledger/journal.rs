@@ -29,7 +29,8 @@ use super::LedgerEntry;
 /// Empty the file once it is this big and fully committed (a few thousand records).
 const TRUNCATE_AT: u64 = 4 << 20;
 
-pub(super) const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS journal_applied(journal TEXT PRIMARY KEY, seq INTEGER NOT NULL);";
+pub(super) const SCHEMA: &str =
+    "CREATE TABLE IF NOT EXISTS journal_applied(journal TEXT PRIMARY KEY, seq INTEGER NOT NULL);";
 
 pub(super) struct Journal {
     /// The file name, which is also its key in `journal_applied`.
@@ -49,7 +50,9 @@ pub(super) struct State {
 fn prefix(db: &Path) -> String {
     format!(
         "{}.journal-",
-        db.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()
+        db.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default()
     )
 }
 

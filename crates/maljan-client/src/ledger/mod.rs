@@ -646,11 +646,19 @@ mod tests {
             l.create_job("j", "order", None).unwrap();
             let (tx, rx) = oneshot::channel();
             // Queued, not awaited: the count below still sees it (it runs after it).
-            assert!(l.inner.writer.send(Op::Record(Box::new(entry("j", "ev_0001")), tx)));
+            assert!(
+                l.inner
+                    .writer
+                    .send(Op::Record(Box::new(entry("j", "ev_0001")), tx))
+            );
             assert_eq!(l.count(Some("j")).unwrap(), 1);
             assert_eq!(futures::executor::block_on(rx).unwrap(), Ok(()));
             let (tx, _rx) = oneshot::channel();
-            assert!(l.inner.writer.send(Op::Record(Box::new(entry("j", "ev_0002")), tx)));
+            assert!(
+                l.inner
+                    .writer
+                    .send(Op::Record(Box::new(entry("j", "ev_0002")), tx))
+            );
         }
         let l = Ledger::open(&path, 1024).unwrap();
         assert_eq!(l.count(Some("j")).unwrap(), 2);

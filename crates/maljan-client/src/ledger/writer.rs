@@ -162,8 +162,8 @@ impl Batch<'_> {
                 Done::Journal(seq) => Some(*seq),
                 Done::Ack(_) => None,
             };
-            let r = write_rows(conn, std::iter::once(&*e), journal.zip(seq))
-                .map_err(|e| e.to_string());
+            let r =
+                write_rows(conn, std::iter::once(&*e), journal.zip(seq)).map_err(|e| e.to_string());
             match done {
                 Done::Ack(ack) => {
                     let _ = ack.send(r);
@@ -201,7 +201,10 @@ fn write_rows<'a>(
     tx.commit()
 }
 
-pub(super) fn insert(stmt: &mut rusqlite::CachedStatement<'_>, e: &LedgerEntry) -> rusqlite::Result<()> {
+pub(super) fn insert(
+    stmt: &mut rusqlite::CachedStatement<'_>,
+    e: &LedgerEntry,
+) -> rusqlite::Result<()> {
     stmt.execute(params![
         e.job_id,
         e.ev_id,
