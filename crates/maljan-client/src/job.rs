@@ -312,12 +312,12 @@ impl Job {
     }
 
     fn view_cell(&self, server: &str) -> ViewCell {
-        self.views
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(server.to_string())
-            .or_default()
-            .clone()
+        let mut views = self.views.lock().unwrap_or_else(|e| e.into_inner());
+        // Every call comes here: look up before allocating the key.
+        if let Some(cell) = views.get(server) {
+            return cell.clone();
+        }
+        views.entry(server.to_string()).or_default().clone()
     }
 
     fn handover_cell(&self, server: &str) -> Arc<OnceCell<Handover>> {
@@ -469,7 +469,7 @@ impl ServerHandle {
             duration_ms: duration.as_secs_f64() * 1000.0,
             trial,
         };
-        let ledger_error = match self.job.runtime.ledger().record(entry) {
+        let ledger_error = match self.job.runtime.ledger().append(entry).await {
             Ok(()) => None,
             Err(e) => {
                 tracing::warn!(job = %self.job.id, ev = %ev_id, "ledger: {e}");
@@ -570,7 +570,7 @@ impl ServerHandle {
         }
         match g.value {
             Ok(reply) => {
-                let (result, error) = read_reply(&reply);
+                let (result, error) = read_reply(reply);
                 (result, error, g.wait, g.duration, g.trial)
             }
             Err(e) => (None, Some(e), g.wait, g.duration, g.trial),

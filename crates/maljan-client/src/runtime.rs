@@ -437,14 +437,15 @@ pub(crate) async fn read_view(
 }
 
 /// Converts a raw reply into the tool's success or error.
-pub(crate) fn read_reply(reply: &Reply) -> (Option<Value>, Option<CallError>) {
+/// Takes the reply by value: a result can be large, and cloning it cost every call a copy.
+pub(crate) fn read_reply(reply: Reply) -> (Option<Value>, Option<CallError>) {
     match reply {
-        Reply::Result(v) => match crate::outcome::read_result(v) {
-            Ok(()) => (Some(v.clone()), None),
-            Err(e) => (Some(v.clone()), Some(e)),
-        },
+        Reply::Result(v) => {
+            let error = crate::outcome::read_result(&v).err();
+            (Some(v), error)
+        }
         Reply::RpcError { code, message } => {
-            let code_name = if *code == -32602 {
+            let code_name = if code == -32602 {
                 ErrorCode::BadArgument
             } else {
                 ErrorCode::ToolFailed

@@ -1,0 +1,667 @@
+//! The ledger: every call, recorded in SQLite (WAL) — job, evidence id (`ev_0001`… per job),
+//! server, tool, the arguments as the caller wrote them, the result (capped, marked when cut), ok,
+//! error code, message, remediation, start time, wait for a slot, duration — plus jobs and their
+//! degradation reasons, and server rests.
+//!
+//! Durability: a call that returned to its caller is in the ledger even if the process is killed
+//! right after. [`Ledger::append`] (and its blocking twin [`Ledger::record`]) returns once the
+//! record is safe from a process kill, in one of two ways ([`Durability`]):
+//! - `Journal` (the default for a ledger on disk): the record is appended to this process's
+//!   journal file with one `write(2)` — from then on it is the kernel's, and a kill cannot lose it —
+//!   and committed to SQLite shortly after by the writer thread; a journal left by a killed process
+//!   is replayed into SQLite by the next [`Ledger::open`] (see [`journal`]). A call does not wait
+//!   for a SQLite commit (tens of microseconds, more under load).
+//! - `Commit`: `append` waits until the row's SQLite transaction committed.
+//!
+//! Neither survives an OS crash or power loss for the last few records (WAL with
+//! `synchronous=NORMAL`, no fsync per commit); that is not what the promise is about.
+//!
+//! Throughput: one writer thread owns the connection and commits whatever is queued in one
+//! transaction (group commit); see [`writer`].
+
+mod journal;
+mod writer;
+
+use std::{path::Path, sync::Arc};
+
+use rusqlite::{Connection, OptionalExtension, params};
+use tokio::sync::oneshot;
+
+use journal::Journal;
+use writer::{Op, Writer};
+
+/// How [`Ledger::append`] makes a record safe from a process kill before it returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// One `write(2)` to this process's journal file; SQLite commits follow in the background.
+    Journal,
+    /// Wait for the SQLite commit of the row.
+    Commit,
+}
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    #[error("ledger {path}: {err}")]
+    Open { path: String, err: String },
+    #[error("ledger write failed: {0}")]
+    Write(String),
+    #[error("ledger read failed: {0}")]
+    Read(String),
+}
+
+/// One recorded call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LedgerEntry {
+    pub job_id: String,
+    pub ev_id: String,
+    pub server: String,
+    pub tool: String,
+    /// The arguments as the caller wrote them (JSON text).
+    pub args: String,
+    /// The result as JSON text (capped), or null when there was none.
+    pub result: Option<String>,
+    pub result_truncated: bool,
+    pub ok: bool,
+    pub error_code: Option<String>,
+    pub message: Option<String>,
+    pub remediation: Option<String>,
+    /// RFC 3339 UTC.
+    pub started_at: String,
+    pub started_at_ms: i64,
+    /// Time spent waiting for a slot under the concurrency cap.
+    pub wait_ms: f64,
+    /// Time from sending to the answer (or the failure).
+    pub duration_ms: f64,
+    /// Whether this was the breaker's trial call.
+    pub trial: bool,
+}
+
+/// A job as the ledger knows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRow {
+    pub job_id: String,
+    pub label: String,
+    pub sample_path: Option<String>,
+    pub sample_sha256: Option<String>,
+    pub sample_size: Option<i64>,
+    pub created_at: String,
+    pub finished_at: Option<String>,
+    pub status: String,
+    pub calls: i64,
+    pub failed_calls: i64,
+    pub degradations: Vec<String>,
+}
+
+struct Inner {
+    // Field order matters: the writer (which commits everything queued and stops) is dropped
+    // before the journal (which removes its file once nothing in it is uncommitted).
+    writer: Writer,
+    journal: Option<Arc<Journal>>,
+    result_cap: usize,
+}
+
+/// A cheap, cloneable handle to the ledger database.
+#[derive(Clone)]
+pub struct Ledger {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Ledger")
+    }
+}
+
+const SCHEMA: &str = r#"
+CREATE TABLE IF NOT EXISTS jobs(
+    job_id TEXT PRIMARY KEY,
+    label TEXT NOT NULL DEFAULT '',
+    sample_path TEXT,
+    sample_sha256 TEXT,
+    sample_size INTEGER,
+    created_at_ms INTEGER NOT NULL,
+    finished_at_ms INTEGER,
+    status TEXT NOT NULL DEFAULT 'running'
+);
+CREATE TABLE IF NOT EXISTS calls(
+    seq INTEGER PRIMARY KEY,
+    job_id TEXT NOT NULL,
+    ev_id TEXT NOT NULL,
+    server TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    args TEXT NOT NULL,
+    result TEXT,
+    result_truncated INTEGER NOT NULL DEFAULT 0,
+    ok INTEGER NOT NULL,
+    error_code TEXT,
+    message TEXT,
+    remediation TEXT,
+    started_at_ms INTEGER NOT NULL,
+    wait_ms REAL NOT NULL,
+    duration_ms REAL NOT NULL,
+    trial INTEGER NOT NULL DEFAULT 0
+);
+-- One index, and a narrow one: every row written pays for each index. Rows of a job come back in
+-- seq order, which this index gives (SQLite appends the rowid to index keys).
+DROP INDEX IF EXISTS calls_by_job;
+CREATE INDEX IF NOT EXISTS calls_job ON calls(job_id);
+CREATE TABLE IF NOT EXISTS degradations(
+    id INTEGER PRIMARY KEY,
+    job_id TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    at_ms INTEGER NOT NULL,
+    UNIQUE(job_id, reason)
+);
+CREATE TABLE IF NOT EXISTS rests(
+    id INTEGER PRIMARY KEY,
+    server TEXT NOT NULL,
+    job_id TEXT,
+    failures INTEGER NOT NULL,
+    cooldown_s REAL NOT NULL,
+    reason TEXT NOT NULL,
+    at_ms INTEGER NOT NULL
+);
+"#;
+
+impl Ledger {
+    /// Opens (creating, 0o600) the database at `path`, journaled ([`Durability::Journal`]); replays
+    /// the journals of processes that were killed.
+    pub fn open(path: &Path, result_cap: usize) -> Result<Self, LedgerError> {
+        Self::open_with(path, result_cap, Durability::Journal)
+    }
+
+    /// [`Self::open`], choosing how appends are made durable.
+    pub fn open_with(
+        path: &Path,
+        result_cap: usize,
+        durability: Durability,
+    ) -> Result<Self, LedgerError> {
+        let oe = |err: String| LedgerError::Open {
+            path: path.display().to_string(),
+            err,
+        };
+        if let Some(dir) = path.parent()
+            && !dir.as_os_str().is_empty()
+        {
+            crate::paths::ensure_private_dir(dir).map_err(|e| oe(e.to_string()))?;
+        }
+        if !path.exists() {
+            use std::os::unix::fs::OpenOptionsExt;
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(path);
+        }
+        let mut conn = Connection::open(path).map_err(|e| oe(e.to_string()))?;
+        setup(&conn).map_err(|e| oe(e.to_string()))?;
+        let replayed = journal::replay(path, &mut conn).map_err(oe)?;
+        if replayed > 0 {
+            tracing::info!(
+                "ledger: {replayed} calls recorded by a process that was killed were replayed from its journal"
+            );
+        }
+        let journal = match durability {
+            Durability::Commit => None,
+            Durability::Journal => match Journal::create(path) {
+                Ok(j) => Some(Arc::new(j)),
+                Err(e) => {
+                    // Still durable, only slower: every call waits for its commit.
+                    tracing::warn!("ledger: no journal ({e}); calls wait for their commit");
+                    None
+                }
+            },
+        };
+        Self::start(conn, journal, result_cap).map_err(oe)
+    }
+
+    /// A private in-memory ledger (tests, the conformance client).
+    pub fn open_in_memory() -> Self {
+        let conn = Connection::open_in_memory().expect("sqlite in memory");
+        setup(&conn).expect("schema");
+        Self::start(conn, None, 256 * 1024).expect("ledger writer thread")
+    }
+
+    fn start(
+        conn: Connection,
+        journal: Option<Arc<Journal>>,
+        result_cap: usize,
+    ) -> Result<Self, String> {
+        let writer = Writer::start(conn, journal.clone())
+            .map_err(|e| format!("ledger writer thread: {e}"))?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                writer,
+                journal,
+                result_cap,
+            }),
+        })
+    }
+
+    /// Transactions that wrote call rows so far (fewer than rows when callers shared commits).
+    pub fn commits(&self) -> u64 {
+        self.inner.writer.commits()
+    }
+
+    pub fn result_cap(&self) -> usize {
+        self.inner.result_cap
+    }
+
+    /// Cuts a result to the cap (on a char boundary); returns (text, truncated).
+    pub fn cap_result(&self, text: String) -> (String, bool) {
+        cap(text, self.inner.result_cap)
+    }
+
+    /// Records one call; resolves once the record is safe from a process kill (journaled, or
+    /// committed: see [`Durability`]). Concurrent callers share commits.
+    pub async fn append(&self, entry: LedgerEntry) -> Result<(), LedgerError> {
+        if let Some(j) = &self.inner.journal {
+            let mut file = j.lock();
+            match file.append(&entry) {
+                // Queued while the journal is held, so the writer sees sequence numbers in order
+                // (it records the highest one committed; a gap would be skipped on replay).
+                Ok(seq) => {
+                    return match self.inner.writer.send(Op::Journaled(Box::new(entry), seq)) {
+                        true => Ok(()),
+                        false => Err(stopped()),
+                    };
+                }
+                Err(e) => {
+                    drop(file);
+                    tracing::warn!("ledger journal: {e}; this call waits for its commit");
+                }
+            }
+        }
+        let (tx, rx) = oneshot::channel();
+        if !self.inner.writer.send(Op::Record(Box::new(entry), tx)) {
+            return Err(stopped());
+        }
+        match rx.await {
+            Ok(r) => r.map_err(LedgerError::Write),
+            Err(_) => Err(stopped()),
+        }
+    }
+
+    /// [`Self::append`] for code that is not async; blocks until the row is committed.
+    pub fn record(&self, entry: LedgerEntry) -> Result<(), LedgerError> {
+        futures::executor::block_on(self.append(entry))
+    }
+
+    /// Runs `f` on the writer thread, after everything queued before it, and waits for it.
+    fn with_conn<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> T + Send + 'static,
+    ) -> Result<T, LedgerError> {
+        let (tx, rx) = oneshot::channel();
+        let job = Box::new(move |c: &mut Connection| {
+            let _ = tx.send(f(c));
+        });
+        if !self.inner.writer.send(Op::Run(job)) {
+            return Err(stopped());
+        }
+        futures::executor::block_on(rx).map_err(|_| stopped())
+    }
+
+    fn write(
+        &self,
+        f: impl FnOnce(&mut Connection) -> rusqlite::Result<usize> + Send + 'static,
+    ) -> Result<(), LedgerError> {
+        self.with_conn(f)?
+            .map(|_| ())
+            .map_err(|e| LedgerError::Write(e.to_string()))
+    }
+
+    pub fn create_job(
+        &self,
+        job_id: &str,
+        label: &str,
+        sample: Option<(&str, &str, i64)>,
+    ) -> Result<(), LedgerError> {
+        let (job_id, label) = (job_id.to_string(), label.to_string());
+        let sample = sample.map(|(p, h, n)| (p.to_string(), h.to_string(), n));
+        self.write(move |c| {
+            let s = sample.as_ref();
+            c.prepare_cached(
+                "INSERT OR IGNORE INTO jobs(job_id, label, sample_path, sample_sha256, sample_size, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![job_id, label, s.map(|s| &s.0), s.map(|s| &s.1), s.map(|s| s.2), crate::time::now_ms()])
+        })
+    }
+
+    pub fn finish_job(&self, job_id: &str, status: &str) -> Result<(), LedgerError> {
+        let (job_id, status) = (job_id.to_string(), status.to_string());
+        self.write(move |c| {
+            c.prepare_cached("UPDATE jobs SET status = ?2, finished_at_ms = ?3 WHERE job_id = ?1")?
+                .execute(params![job_id, status, crate::time::now_ms()])
+        })
+    }
+
+    /// Adds a degradation reason to a job (each distinct reason once).
+    pub fn add_degradation(&self, job_id: &str, reason: &str) -> Result<(), LedgerError> {
+        let (job_id, reason) = (job_id.to_string(), reason.to_string());
+        self.write(move |c| {
+            c.prepare_cached(
+                "INSERT OR IGNORE INTO degradations(job_id, reason, at_ms) VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![job_id, reason, crate::time::now_ms()])
+        })
+    }
+
+    pub fn record_rest(
+        &self,
+        server: &str,
+        job_id: Option<&str>,
+        failures: u32,
+        cooldown_s: f64,
+        reason: &str,
+    ) -> Result<(), LedgerError> {
+        let (server, job_id, reason) = (
+            server.to_string(),
+            job_id.map(str::to_string),
+            reason.to_string(),
+        );
+        self.write(move |c| {
+            c.prepare_cached(
+                "INSERT INTO rests(server, job_id, failures, cooldown_s, reason, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![server, job_id, failures, cooldown_s, reason, crate::time::now_ms()])
+        })
+    }
+
+    /// Runs a read on the writer thread (after the writes queued before it).
+    fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, LedgerError> {
+        self.with_conn(f)?
+            .map_err(|e| LedgerError::Read(e.to_string()))
+    }
+
+    /// Calls, oldest first: one job's, or the last `limit` of all.
+    pub fn calls(
+        &self,
+        job_id: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<LedgerEntry>, LedgerError> {
+        let job_id = job_id.map(str::to_string);
+        self.read(move |conn| read_calls(conn, job_id.as_deref(), limit))
+    }
+
+    /// Number of recorded calls (all jobs, or one).
+    pub fn count(&self, job_id: Option<&str>) -> Result<i64, LedgerError> {
+        let job_id = job_id.map(str::to_string);
+        self.read(move |conn| match job_id {
+            Some(j) => conn.query_row("SELECT COUNT(*) FROM calls WHERE job_id = ?1", [j], |r| {
+                r.get(0)
+            }),
+            None => conn.query_row("SELECT COUNT(*) FROM calls", [], |r| r.get(0)),
+        })
+    }
+
+    pub fn degradations(&self, job_id: &str) -> Result<Vec<String>, LedgerError> {
+        let job_id = job_id.to_string();
+        self.read(move |conn| read_degradations(conn, &job_id))
+    }
+
+    /// One job, with its call counts and degradation reasons.
+    pub fn job(&self, job_id: &str) -> Result<Option<JobRow>, LedgerError> {
+        Ok(self.jobs_where(Some(job_id), 1)?.pop())
+    }
+
+    /// The most recent jobs, newest first.
+    pub fn jobs(&self, limit: usize) -> Result<Vec<JobRow>, LedgerError> {
+        self.jobs_where(None, limit)
+    }
+
+    fn jobs_where(&self, job_id: Option<&str>, limit: usize) -> Result<Vec<JobRow>, LedgerError> {
+        let job_id = job_id.map(str::to_string);
+        self.read(move |conn| read_jobs(conn, job_id.as_deref(), limit))
+    }
+
+    /// Whether a job exists.
+    pub fn has_job(&self, job_id: &str) -> Result<bool, LedgerError> {
+        let job_id = job_id.to_string();
+        self.read(move |conn| {
+            conn.query_row("SELECT 1 FROM jobs WHERE job_id = ?1", [job_id], |_| Ok(()))
+                .optional()
+                .map(|o| o.is_some())
+        })
+    }
+}
+
+fn setup(conn: &Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    let _: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+    // NORMAL: a commit reaches the WAL file (and so survives a process kill) without an fsync per
+    // commit; only checkpoints sync.
+    conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA temp_store=MEMORY;")?;
+    conn.execute_batch(SCHEMA)?;
+    conn.execute_batch(journal::SCHEMA)
+}
+
+fn stopped() -> LedgerError {
+    LedgerError::Write("the ledger's writer thread has stopped".into())
+}
+
+fn read_calls(
+    conn: &Connection,
+    job_id: Option<&str>,
+    limit: usize,
+) -> rusqlite::Result<Vec<LedgerEntry>> {
+    let cols = "job_id, ev_id, server, tool, args, result, result_truncated, ok, error_code, message, remediation, started_at_ms, wait_ms, duration_ms, trial";
+    let sql = match job_id {
+        Some(_) => format!("SELECT {cols} FROM calls WHERE job_id = ?1 ORDER BY seq LIMIT ?2"),
+        None => format!(
+            "SELECT * FROM (SELECT seq, {cols} FROM calls ORDER BY seq DESC LIMIT ?2) ORDER BY seq"
+        ),
+    };
+    let mut stmt = conn.prepare(&sql)?;
+    let off = usize::from(job_id.is_none());
+    let map = |r: &rusqlite::Row<'_>| -> rusqlite::Result<LedgerEntry> {
+        let started: i64 = r.get(off + 11)?;
+        Ok(LedgerEntry {
+            job_id: r.get(off)?,
+            ev_id: r.get(off + 1)?,
+            server: r.get(off + 2)?,
+            tool: r.get(off + 3)?,
+            args: r.get(off + 4)?,
+            result: r.get(off + 5)?,
+            result_truncated: r.get(off + 6)?,
+            ok: r.get(off + 7)?,
+            error_code: r.get(off + 8)?,
+            message: r.get(off + 9)?,
+            remediation: r.get(off + 10)?,
+            started_at: crate::time::rfc3339_ms(started),
+            started_at_ms: started,
+            wait_ms: r.get(off + 12)?,
+            duration_ms: r.get(off + 13)?,
+            trial: r.get(off + 14)?,
+        })
+    };
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let rows = stmt.query_map(params![job_id.unwrap_or(""), limit], map)?;
+    rows.collect()
+}
+
+fn read_degradations(conn: &Connection, job_id: &str) -> rusqlite::Result<Vec<String>> {
+    let mut stmt =
+        conn.prepare_cached("SELECT reason FROM degradations WHERE job_id = ?1 ORDER BY id")?;
+    let rows = stmt.query_map([job_id], |r| r.get(0))?;
+    rows.collect()
+}
+
+fn read_jobs(
+    conn: &Connection,
+    job_id: Option<&str>,
+    limit: usize,
+) -> rusqlite::Result<Vec<JobRow>> {
+    let sql = "SELECT j.job_id, j.label, j.sample_path, j.sample_sha256, j.sample_size, j.created_at_ms, j.finished_at_ms, j.status,
+           (SELECT COUNT(*) FROM calls c WHERE c.job_id = j.job_id),
+           (SELECT COUNT(*) FROM calls c WHERE c.job_id = j.job_id AND c.ok = 0)
+           FROM jobs j WHERE (?1 IS NULL OR j.job_id = ?1) ORDER BY j.created_at_ms DESC, j.rowid DESC LIMIT ?2";
+    let mut stmt = conn.prepare_cached(sql)?;
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let mut rows = stmt
+        .query_map(params![job_id, limit], |r| {
+            let created: i64 = r.get(5)?;
+            let finished: Option<i64> = r.get(6)?;
+            Ok(JobRow {
+                job_id: r.get(0)?,
+                label: r.get(1)?,
+                sample_path: r.get(2)?,
+                sample_sha256: r.get(3)?,
+                sample_size: r.get(4)?,
+                created_at: crate::time::rfc3339_ms(created),
+                finished_at: finished.map(crate::time::rfc3339_ms),
+                status: r.get(7)?,
+                calls: r.get(8)?,
+                failed_calls: r.get(9)?,
+                degradations: Vec::new(),
+            })
+        })?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    for row in &mut rows {
+        row.degradations = read_degradations(conn, &row.job_id)?;
+    }
+    Ok(rows)
+}
+
+fn cap(mut text: String, max: usize) -> (String, bool) {
+    if text.len() <= max {
+        return (text, false);
+    }
+    let mut end = max;
+    while end > 0 && !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    (text, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn entry(job: &str, ev: &str) -> LedgerEntry {
+        LedgerEntry {
+            job_id: job.into(),
+            ev_id: ev.into(),
+            server: "s".into(),
+            tool: "t".into(),
+            args: r#"{"b":1,"a":2}"#.into(),
+            result: Some("{}".into()),
+            result_truncated: false,
+            ok: true,
+            error_code: None,
+            message: None,
+            remediation: None,
+            started_at: String::new(),
+            started_at_ms: 1,
+            wait_ms: 0.0,
+            duration_ms: 1.0,
+            trial: false,
+        }
+    }
+
+    #[test]
+    fn records_and_reads_back_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = Ledger::open(&dir.path().join("l.sqlite3"), 10).unwrap();
+        l.create_job("j1", "test", None).unwrap();
+        l.record(entry("j1", "ev_0001")).unwrap();
+        l.record(entry("j1", "ev_0002")).unwrap();
+        let calls = l.calls(Some("j1"), 100).unwrap();
+        assert_eq!(
+            calls.iter().map(|c| c.ev_id.as_str()).collect::<Vec<_>>(),
+            ["ev_0001", "ev_0002"]
+        );
+        assert_eq!(calls[0].args, r#"{"b":1,"a":2}"#);
+        assert_eq!(l.calls(None, 1).unwrap()[0].ev_id, "ev_0002");
+        l.add_degradation("j1", "r").unwrap();
+        l.add_degradation("j1", "r").unwrap();
+        let job = l.job("j1").unwrap().unwrap();
+        assert_eq!((job.calls, job.degradations.len()), (2, 1));
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join("l.sqlite3"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0);
+    }
+
+    #[test]
+    fn results_are_capped_on_char_boundaries() {
+        let l = Ledger::open_in_memory();
+        let (t, cut) = cap("ééé".to_string(), 3);
+        assert_eq!((t.as_str(), cut), ("é", true));
+        let (t, cut) = l.cap_result("short".into());
+        assert_eq!((t.as_str(), cut), ("short", false));
+    }
+
+    #[test]
+    fn concurrent_writers_all_land() {
+        let l = Ledger::open_in_memory();
+        std::thread::scope(|s| {
+            for t in 0..8 {
+                let l = l.clone();
+                s.spawn(move || {
+                    for i in 0..200 {
+                        l.record(entry("j", &format!("ev_{t}_{i}"))).unwrap();
+                    }
+                });
+            }
+        });
+        assert_eq!(l.count(Some("j")).unwrap(), 1600);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_appends_share_commits_and_all_land() {
+        let l = Ledger::open_in_memory();
+        let tasks: Vec<_> = (0..64)
+            .map(|t| {
+                let l = l.clone();
+                tokio::spawn(async move {
+                    for i in 0..50 {
+                        l.append(entry("j", &format!("ev_{t}_{i}"))).await.unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        assert_eq!(l.count(Some("j")).unwrap(), 3200);
+        // 64 callers at once: rows are grouped, far fewer commits than rows.
+        assert!(l.commits() < 3200 / 2, "{} commits", l.commits());
+    }
+
+    #[test]
+    fn operations_run_in_queue_order_and_dropping_the_last_handle_flushes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("l.sqlite3");
+        {
+            let l = Ledger::open(&path, 1024).unwrap();
+            l.create_job("j", "order", None).unwrap();
+            let (tx, rx) = oneshot::channel();
+            // Queued, not awaited: the count below still sees it (it runs after it).
+            assert!(
+                l.inner
+                    .writer
+                    .send(Op::Record(Box::new(entry("j", "ev_0001")), tx))
+            );
+            assert_eq!(l.count(Some("j")).unwrap(), 1);
+            assert_eq!(futures::executor::block_on(rx).unwrap(), Ok(()));
+            let (tx, _rx) = oneshot::channel();
+            assert!(
+                l.inner
+                    .writer
+                    .send(Op::Record(Box::new(entry("j", "ev_0002")), tx))
+            );
+        }
+        let l = Ledger::open(&path, 1024).unwrap();
+        assert_eq!(l.count(Some("j")).unwrap(), 2);
+        assert_eq!(l.job("j").unwrap().unwrap().calls, 2);
+    }
+}

@@ -1,0 +1,151 @@
+//! Issue 4 item 2: over streamable HTTP, "a new session when the server answers 404 for an expired
+//! one". The real peer is the Python SDK server (`py_server.py`, install with `scripts/peers.sh`):
+//! it is called once, then stopped and started again on the same port, which loses every session,
+//! so the next request carrying the old `Mcp-Session-Id` is answered 404 (the server's log shows
+//! the rejection and the new session).
+//! The next call must still succeed, over the same runtime connection (the transport initialised a
+//! new session itself; the runtime did not reconnect), and both calls must be in the ledger.
+
+mod common;
+
+use std::{
+    net::TcpStream,
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use maljan_client::{JobSpec, ServerConfig, TransportKind};
+use maljan_testkit::{free_port, peer_env};
+use serde_json::json;
+
+/// A peer server process, killed when dropped.
+struct Peer(Child);
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn peers_dir() -> PathBuf {
+    if let Ok(d) = std::env::var("MALJAN_SHARED_PEERS") {
+        return d.into();
+    }
+    let beside = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/peers");
+    if beside.join("py_server.py").exists() {
+        beside
+    } else {
+        "/work/shared/peers".into()
+    }
+}
+
+/// Starts py_server.py on `port`, its stderr (its log) into `log`, and waits until it accepts
+/// connections.
+fn start(port: u16, extra: &[&str], log: &Path) -> Peer {
+    let err = std::fs::File::create(log).unwrap();
+    let child = Command::new(peer_env("MALJAN_PY"))
+        .arg(peers_dir().join("py_server.py"))
+        .args([
+            "--transport",
+            "streamable-http",
+            "--port",
+            &port.to_string(),
+        ])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(err)
+        .spawn()
+        .expect("start py_server.py");
+    let peer = Peer(child);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "nothing listens on 127.0.0.1:{port} after 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    peer
+}
+
+async fn recovers(extra: &[&str]) {
+    let s = common::Scratch::new();
+    let port = free_port();
+    let log1 = s.dir.path().join("first.log");
+    let log2 = s.dir.path().join("second.log");
+    let cfg = ServerConfig {
+        transport: TransportKind::StreamableHttp,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        enabled: true,
+        ..Default::default()
+    };
+    let mut b = common::quick();
+    b.call_timeout_seconds = 30.0;
+    let rt = s.runtime(vec![("py", cfg)], b);
+    let job = rt.new_job(JobSpec::labelled("session-expiry")).unwrap();
+    let h = job.server("py").unwrap();
+
+    let first_server = start(port, extra, &log1);
+    let first = h.call("echo", json!({"message": "before"})).await;
+    assert!(first.ok, "{:?}", first.error);
+    assert_eq!(first.text(), "Echo: before");
+
+    // A restart loses every session: the old Mcp-Session-Id is unknown to the new process.
+    drop(first_server);
+    let _second_server = start(port, extra, &log2);
+    let second = h.call("echo", json!({"message": "after"})).await;
+    assert!(
+        second.ok,
+        "the call after the restart failed: {:?}",
+        second.error
+    );
+    assert_eq!(second.text(), "Echo: after");
+
+    let slot = rt.slot("py").unwrap();
+    assert_eq!(
+        slot.connects(),
+        1,
+        "the runtime reconnected; the transport should have opened the new session itself"
+    );
+    assert_eq!(slot.breaker.failures(), 0);
+    // The SDK logs this line as it answers 404 "Session not found", then the new session.
+    let log = std::fs::read_to_string(&log2).unwrap();
+    let rejected = log
+        .find("Rejected request with unknown or expired session ID")
+        .unwrap_or_else(|| {
+            panic!("the restarted server never answered 404 for the old session; its log:\n{log}")
+        });
+    assert!(
+        log[rejected..].contains("Created new transport with session ID"),
+        "no new session after the 404; the server's log:\n{log}"
+    );
+
+    let calls = rt.ledger().calls(Some(job.id()), 10).unwrap();
+    let seen: Vec<_> = calls
+        .iter()
+        .map(|c| (c.tool.as_str(), c.ok, c.args.as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("echo", true, r#"{"message":"before"}"#),
+            ("echo", true, r#"{"message":"after"}"#)
+        ]
+    );
+    rt.shutdown().await;
+}
+
+// Multi-threaded, as the runtime runs in maljan: the HTTP client's tasks keep running while the
+// test waits for the restarted server (and see the closed keep-alive connection).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_session_404_opens_a_new_session_sse_replies() {
+    recovers(&[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_session_404_opens_a_new_session_json_replies() {
+    recovers(&["--json-response"]).await;
+}
