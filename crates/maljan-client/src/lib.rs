@@ -38,11 +38,11 @@ pub mod transport;
 
 pub use breaker::{Breaker, RestEvent};
 pub use config::{BreakerConfig, Config, ConfigError, ServerConfig, TransportKind};
-pub use job::{CallRecord, Job, JobSpec, JobStatus, Sample, ServerHandle};
+pub use job::{CallRecord, Job, JobSpec, JobStatus, ProgressFn, Sample, ServerHandle};
 pub use ledger::{Durability, JobRow, Ledger, LedgerEntry};
 pub use maljan_server::{ErrorCode, Manifest, ManifestTool};
 pub use manifest::{ServerView, ToolInfo};
 pub use outcome::CallError;
 pub use runtime::{Runtime, RuntimeError, ServerSlot, ServerTest};
 pub use secrets::{KeySource, Secret};
-pub use staging::Handover;
+pub use staging::{Handover, UploadProgress};

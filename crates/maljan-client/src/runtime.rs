@@ -21,6 +21,7 @@ use crate::{
     manifest::{self, ServerView},
     outcome::CallError,
     secrets::{KeySource, Secret},
+    staging::UploadCache,
     transport::{self, ConnectOptions, Connection, Reply, Unanswered},
 };
 
@@ -42,6 +43,8 @@ pub struct Runtime {
     ledger: Ledger,
     keys: KeySource,
     slots: BTreeMap<String, Arc<ServerSlot>>,
+    /// Which servers already hold which sample (shared by all jobs; see `staging`).
+    uploads: UploadCache,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -78,6 +81,7 @@ impl Runtime {
             ledger,
             keys,
             slots,
+            uploads: UploadCache::default(),
         })
     }
 
@@ -91,6 +95,11 @@ impl Runtime {
 
     pub fn keys(&self) -> &KeySource {
         &self.keys
+    }
+
+    /// The upload cache: which servers already hold which sample, for 30 minutes.
+    pub fn uploads(&self) -> &UploadCache {
+        &self.uploads
     }
 
     /// Enabled servers, by name.

@@ -28,8 +28,10 @@ pub struct ToolMeta {
     pub timeout: Option<Duration>,
     /// The optional dependency the tool needs, probed once at start-up.
     pub probe: Option<Probe>,
-    /// Hidden tools are callable but never listed (the put_sample staging primitives).
-    pub hidden: bool,
+    /// A staging primitive (put_sample and friends): listed in tools/list, because that is how a
+    /// client learns the server can receive a sample (DESIGN.md, "put_sample"), but kept out of the
+    /// capability manifest; the client runtime hides these from users and models.
+    pub staging_primitive: bool,
 }
 
 impl ToolMeta {
@@ -45,7 +47,7 @@ impl ToolMeta {
             open_world: false,
             timeout: None,
             probe: None,
-            hidden: false,
+            staging_primitive: false,
         }
     }
     pub fn title(mut self, title: impl Into<String>) -> Self {
@@ -80,8 +82,8 @@ impl ToolMeta {
         self.probe = Some(probe);
         self
     }
-    pub fn hidden(mut self) -> Self {
-        self.hidden = true;
+    pub fn staging_primitive(mut self) -> Self {
+        self.staging_primitive = true;
         self
     }
 }

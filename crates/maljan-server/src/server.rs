@@ -54,7 +54,7 @@ impl ToolServer {
             tools: registry
                 .tools()
                 .iter()
-                .filter(|t| !t.meta.hidden)
+                .filter(|t| !t.meta.staging_primitive)
                 .map(|t| probe(&t.meta))
                 .collect(),
         };
@@ -104,9 +104,10 @@ impl ToolServer {
         &self.manifest
     }
 
-    /// Tools a client sees in tools/list (hidden staging primitives excluded).
+    /// Tools a client sees in tools/list: all of them, staging primitives included (a client
+    /// learns from tools/list that this server receives samples; the maljan runtime hides them).
     pub fn listed_tools(&self) -> impl Iterator<Item = &crate::registry::RegisteredTool> {
-        self.registry.tools().iter().filter(|t| !t.meta.hidden)
+        self.registry.tools().iter()
     }
 
     /// Runs one call to completion. Never panics and never returns a protocol error for a tool's

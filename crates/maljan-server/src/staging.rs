@@ -451,14 +451,19 @@ struct ChunkAck {
     seq: u64,
 }
 
-/// Adds the four put_sample tools (hidden from tools/list; the client runtime knows them).
+/// Adds the four put_sample tools: listed in tools/list (that is how a client learns this server
+/// receives samples), kept out of the manifest; the client runtime hides them from models.
 pub fn register(registry: &mut Registry, store: Arc<StagingStore>) {
+    // The description says who it is for: a generic MCP host that does not hide these shows it.
     let meta = |name: &str, what: &str| {
-        ToolMeta::new(name, what)
-            .writes()
-            .not_idempotent()
-            .timeout_s(600)
-            .hidden()
+        ToolMeta::new(
+            name,
+            format!("Staging primitive for the client runtime, not a model: {what}"),
+        )
+        .writes()
+        .not_idempotent()
+        .timeout_s(600)
+        .staging_primitive()
     };
     let s = store.clone();
     registry.add(

@@ -1,6 +1,7 @@
 //! put_sample over streamable HTTP with the official Python SDK client: the staged path is
 //! private, inside the server's roots, and accepted by the server's other tools; the staging
-//! primitives stay out of tools/list; --no-put-sample turns them off.
+//! primitives are advertised in tools/list but stay out of the manifest; --no-put-sample turns
+//! them off.
 
 mod common;
 
@@ -51,10 +52,25 @@ fn a_sample_put_over_http_is_staged_privately_and_usable() {
     );
     let out = py_call(&url, "put_sample", &args);
     assert!(out.status.success(), "{}", text(&out));
+    // Advertised in tools/list (that is how a client learns the server receives samples), but
+    // kept out of the capability manifest.
     let listed = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
-        !listed.contains("\"name\": \"put_sample"),
-        "staging primitives must not be listed"
+        listed.contains("\"name\": \"put_sample_begin\""),
+        "staging primitives must be advertised in tools/list"
+    );
+    let caps = py_call(&url, "capabilities", "{}");
+    let manifest = structured(&caps);
+    let names: Vec<&str> = manifest["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(!names.is_empty(), "{}", text(&caps));
+    assert!(
+        !names.iter().any(|n| n.starts_with("put_sample")),
+        "staging primitives must stay out of the manifest: {names:?}"
     );
     let path = structured(&out)["path"].as_str().unwrap().to_string();
     let staged = std::path::Path::new(&path);

@@ -1,6 +1,8 @@
 //! Helpers shared by the binary's integration tests: the binary, real peers, ports, children.
 #![allow(dead_code)]
 
+pub mod staging;
+
 use std::{
     net::TcpListener,
     path::PathBuf,

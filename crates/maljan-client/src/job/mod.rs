@@ -21,7 +21,6 @@ use std::{
         Arc, Mutex,
         atomic::{AtomicU32, Ordering},
     },
-    time::{Duration, SystemTime},
 };
 
 use maljan_server::ErrorCode;
@@ -29,12 +28,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::OnceCell;
 
+mod handle;
+
+pub use handle::ServerHandle;
+
 use crate::{
-    ledger::LedgerEntry,
     manifest::ServerView,
     outcome::CallError,
-    runtime::{Runtime, RuntimeError, ServerSlot, read_reply, read_view},
-    staging::{self, Handover},
+    runtime::{Runtime, RuntimeError},
+    staging::{self, Handover, UploadProgress},
 };
 
 /// What a job is about.
@@ -166,7 +168,13 @@ pub struct Job {
     handovers: Mutex<HashMap<String, Arc<OnceCell<Handover>>>>,
     degradations: Mutex<Vec<String>>,
     finished: std::sync::atomic::AtomicBool,
+    /// Copies on shared volumes (mirror_dir), removed when the job ends.
+    mirrors: Mutex<Vec<PathBuf>>,
+    progress: Mutex<Option<ProgressFn>>,
 }
+
+/// Called as an upload advances (see [`Job::on_upload_progress`]).
+pub type ProgressFn = Arc<dyn Fn(&UploadProgress) + Send + Sync>;
 
 impl std::fmt::Debug for Job {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -226,6 +234,8 @@ impl Job {
             handovers: Mutex::default(),
             degradations: Mutex::default(),
             finished: Default::default(),
+            mirrors: Mutex::default(),
+            progress: Mutex::default(),
         }))
     }
 
@@ -298,13 +308,45 @@ impl Job {
         status
     }
 
+    /// Ends the job with `status`; mirror copies are removed (also for a failed job).
     pub fn finish_as(&self, status: JobStatus) {
+        staging::cleanup_job(self);
         if self.finished.swap(true, Ordering::SeqCst) {
             return;
         }
         if let Err(e) = self.runtime.ledger().finish_job(&self.id, status.as_str()) {
             tracing::warn!(job = %self.id, "could not record the job's end: {e}");
         }
+    }
+
+    /// Observes sample uploads: called after each acknowledged part with bytes sent and the
+    /// total (for a progress bar). Runs on the uploading task: keep it quick.
+    pub fn on_upload_progress(&self, f: impl Fn(&UploadProgress) + Send + Sync + 'static) {
+        *self.progress.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(f));
+    }
+
+    pub(crate) fn report_progress(&self, p: &UploadProgress) {
+        let f = self
+            .progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(f) = f {
+            f(p);
+        }
+    }
+
+    /// Remembers a mirror copy, to be removed when the job ends.
+    pub(crate) fn add_mirror(&self, path: PathBuf) {
+        self.mirrors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(path);
+    }
+
+    /// Takes the mirror copies still to be removed.
+    pub(crate) fn take_mirrors(&self) -> Vec<PathBuf> {
+        std::mem::take(&mut *self.mirrors.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     fn next_ev_id(&self) -> String {
@@ -341,240 +383,6 @@ impl Drop for Job {
             self.finish_as(status);
         }
         staging::cleanup_job(self);
-    }
-}
-
-/// One server, for one job.
-#[derive(Clone)]
-pub struct ServerHandle {
-    job: Arc<Job>,
-    slot: Arc<ServerSlot>,
-}
-
-impl std::fmt::Debug for ServerHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServerHandle")
-            .field("job", &self.job.id)
-            .field("server", &self.slot.name)
-            .finish()
-    }
-}
-
-impl ServerHandle {
-    pub fn name(&self) -> &str {
-        &self.slot.name
-    }
-
-    pub fn job(&self) -> &Arc<Job> {
-        &self.job
-    }
-
-    pub fn slot(&self) -> &Arc<ServerSlot> {
-        &self.slot
-    }
-
-    /// Tools and manifest, read once per job (the first call also connects). A server that cannot
-    /// be reached makes the job degraded: "mcp server '<name>' unavailable: <why>".
-    pub async fn view(&self) -> Result<Arc<ServerView>, CallError> {
-        let cell = self.job.view_cell(&self.slot.name);
-        cell.get_or_init(|| async {
-            let slot = self.slot.clone();
-            let g = self.slot.guarded(|conn| async move { read_view(&slot, &conn).await }).await;
-            if let Some(rest) = &g.rest {
-                self.note_rest(rest);
-            }
-            match g.value {
-                Ok(v) => {
-                    if let Some(why) = &v.manifest_error {
-                        tracing::info!(server = %self.slot.name, "manifest unreadable ({why}); all listed tools count as available");
-                    }
-                    Ok(Arc::new(v))
-                }
-                Err(e) => {
-                    self.job.degrade(format!("mcp server '{}' unavailable: {}", self.slot.name, e.message));
-                    Err(e)
-                }
-            }
-        })
-        .await
-        .clone()
-    }
-
-    fn note_rest(&self, rest: &crate::breaker::RestEvent) {
-        let reason = format!(
-            "Tool server {} was rested for {} after {} calls in a row it did not answer (the last: {}).",
-            rest.server,
-            crate::transport::human_secs(rest.cooldown),
-            rest.failures,
-            rest.reason
-        );
-        self.job.degrade(reason);
-        let _ = self.job.runtime.ledger().record_rest(
-            &rest.server,
-            Some(&self.job.id),
-            rest.failures,
-            rest.cooldown.as_secs_f64(),
-            &rest.reason,
-        );
-    }
-
-    /// How the sample reaches this server (the local path for stdio; issue 5: an upload or a
-    /// mirror copy for HTTP servers). Computed once per job, before the first call.
-    pub async fn handover(&self) -> Option<Handover> {
-        let sample = self.job.sample.as_ref()?;
-        let cell = self.job.handover_cell(&self.slot.name);
-        Some(
-            cell.get_or_init(|| async { staging::hand_over(self, sample).await })
-                .await
-                .clone(),
-        )
-    }
-
-    /// Calls one tool: under the breaker and the cap, with the tool's real timeout, recorded in the
-    /// ledger before it returns. Never panics, never returns early without a record.
-    pub async fn call(&self, tool: &str, args: Value) -> CallRecord {
-        let ev_id = self.job.next_ev_id();
-        let started_wall = SystemTime::now();
-        let args_text = serde_json::to_string(&args).unwrap_or_else(|_| "null".into());
-
-        let (result, error, wait, duration, trial) = self.call_inner(tool, &args).await;
-        let ok = error.is_none();
-        let (result_text, truncated) = match &result {
-            Some(v) => {
-                let (t, cut) = self
-                    .job
-                    .runtime
-                    .ledger()
-                    .cap_result(serde_json::to_string(v).unwrap_or_default());
-                (Some(t), cut)
-            }
-            None => (None, false),
-        };
-        let started_ms = crate::time::unix_ms(started_wall);
-        let entry = LedgerEntry {
-            job_id: self.job.id.clone(),
-            ev_id: ev_id.clone(),
-            server: self.slot.name.clone(),
-            tool: tool.to_string(),
-            args: args_text,
-            result: result_text,
-            result_truncated: truncated,
-            ok,
-            error_code: error.as_ref().map(|e| e.code.as_str().to_string()),
-            message: error.as_ref().map(|e| e.message.clone()),
-            remediation: error.as_ref().map(|e| e.remediation.clone()),
-            started_at: String::new(),
-            started_at_ms: started_ms,
-            wait_ms: wait.as_secs_f64() * 1000.0,
-            duration_ms: duration.as_secs_f64() * 1000.0,
-            trial,
-        };
-        let ledger_error = match self.job.runtime.ledger().append(entry).await {
-            Ok(()) => None,
-            Err(e) => {
-                tracing::warn!(job = %self.job.id, ev = %ev_id, "ledger: {e}");
-                Some(e.to_string())
-            }
-        };
-        CallRecord {
-            ev_id,
-            job_id: self.job.id.clone(),
-            server: self.slot.name.clone(),
-            tool: tool.to_string(),
-            args,
-            ok,
-            result,
-            error,
-            started_at: crate::time::rfc3339_ms(started_ms),
-            wait_ms: wait.as_secs_f64() * 1000.0,
-            duration_ms: duration.as_secs_f64() * 1000.0,
-            trial,
-            ledger_error,
-        }
-    }
-
-    async fn call_inner(
-        &self,
-        tool: &str,
-        args: &Value,
-    ) -> (Option<Value>, Option<CallError>, Duration, Duration, bool) {
-        let fail = |e: CallError| (None, Some(e), Duration::ZERO, Duration::ZERO, false);
-        if let Some(allowed) = &self.slot.cfg.tools
-            && !allowed.iter().any(|t| t == tool)
-        {
-            return fail(
-                CallError::new(
-                    ErrorCode::NotConfigured,
-                    format!(
-                        "tool '{tool}' is not enabled for server '{}'",
-                        self.slot.name
-                    ),
-                )
-                .with_remediation(format!(
-                    "add it to servers.{}.tools in the config",
-                    self.slot.name
-                )),
-            );
-        }
-        let arguments = match args {
-            Value::Object(m) => Some(m.clone()),
-            Value::Null => None,
-            _ => {
-                return fail(CallError::new(
-                    ErrorCode::BadArgument,
-                    "tool arguments must be a JSON object".to_string(),
-                ));
-            }
-        };
-        let view = match self.view().await {
-            Ok(v) => v,
-            Err(e) => return fail(e),
-        };
-        if let Some(t) = view.tool(tool)
-            && !t.available
-        {
-            let mut e = CallError::new(
-                ErrorCode::MissingDependency,
-                format!(
-                    "{tool} is unavailable on this host: {}",
-                    t.reason.clone().unwrap_or_default()
-                ),
-            );
-            if let Some(r) = &t.remediation {
-                e = e.with_remediation(r.clone());
-            }
-            // Not sent: the manifest says it cannot answer (recorded, so the report shows why).
-            return fail(e);
-        }
-        let timeout = view.timeout_for(tool, &self.slot.breaker_cfg);
-        let arguments = match self.handover().await {
-            Some(h) => staging::rewrite_arguments(arguments, self.job.sample.as_ref(), &h),
-            None => arguments,
-        };
-        self.send(tool, arguments, timeout).await
-    }
-
-    async fn send(
-        &self,
-        tool: &str,
-        arguments: Option<serde_json::Map<String, Value>>,
-        timeout: Duration,
-    ) -> (Option<Value>, Option<CallError>, Duration, Duration, bool) {
-        let tool_owned = tool.to_string();
-        let g = self
-            .slot
-            .guarded(|conn| async move { conn.call_tool(&tool_owned, arguments, timeout).await })
-            .await;
-        if let Some(rest) = &g.rest {
-            self.note_rest(rest);
-        }
-        match g.value {
-            Ok(reply) => {
-                let (result, error) = read_reply(reply);
-                (result, error, g.wait, g.duration, g.trial)
-            }
-            Err(e) => (None, Some(e), g.wait, g.duration, g.trial),
-        }
     }
 }
 
