@@ -113,7 +113,7 @@ impl ServerHandle {
         let ev_id = self.job.next_ev_id();
         let started = SystemTime::now();
         let outcome = self.call_inner(tool, &args).await;
-        self.record(ev_id, started, tool, args, outcome)
+        self.record(ev_id, started, tool, args, outcome).await
     }
 
     /// A staging call (put_sample and friends): sent as given, under the breaker and the cap,
@@ -131,10 +131,10 @@ impl ServerHandle {
             Err(_) => self.slot.breaker_cfg.call_timeout(),
         };
         let outcome = self.send(tool, Some(arguments), timeout).await;
-        self.record(ev_id, started, tool, summary, outcome)
+        self.record(ev_id, started, tool, summary, outcome).await
     }
 
-    fn record(
+    async fn record(
         &self,
         ev_id: String,
         started_wall: SystemTime,
