@@ -1,22 +1,27 @@
 #!/usr/bin/env python3
 """Side-by-side benchmark of maljan's files server and automation-file's MCP server.
 
-Both servers are driven over stdio by the same raw JSON-RPC driver (one process each, kept
-warm; every figure is the wall time from writing a tools/call request to reading its answer).
-`find -iname` and `grep -rn` run on the same data as floors. Workloads (issue 3, item 6):
+The maljan side is the real binary, `maljan serve files` (release build); automation-file runs as
+`$MALJAN_PY -m automation_file mcp`. Both servers are driven over stdio by the same raw JSON-RPC
+driver (one process each, kept warm; every figure is the wall time from writing a tools/call
+request to reading its answer). `find -iname` and `grep -rn` run on the same data as floors.
+Workloads (issue 3, item 6):
 
   fast_find   FA_fast_find over a generated tree of 100k files      vs find -iname
-  checksum    FA_file_checksum (sha256) of a 100 MiB file
+  checksum    FA_file_checksum (sha256) of a 100 MiB file           vs sha256sum, and the CPU:
+              `openssl speed -evp sha256` and the sha2 crate in memory (examples/sha256_speed)
   grep        FA_grep for a literal over a real source tree          vs grep -rn
   zip_dir     FA_zip_dir of 1,000 small files
   actions     FA_execute_action with one list of 100 steps
 
-Usage:
-  source <(scripts/peers.sh)            # sets MALJAN_PY (automation-file's interpreter)
-  python3 bench/files_bench.py [--maljan 'target/release/maljan serve files'] [--runs 5]
+Usage (on an idle machine; the figures are meaningless on a loaded one):
+  eval "$(scripts/peers.sh)"            # sets MALJAN_PY (automation-file's interpreter)
+  cargo build --release -p maljan -p maljan-files --example sha256_speed
+  python3 bench/files_bench.py --runs 7 [--maljan 'PATH/maljan serve files'] [--json out.json]
+  python3 bench/files_bench.py --quick  # a sanity run on small data (5k files, 16 MiB, 100 files)
 
 The maljan command gets `--root DATA` appended. Reported: the median of --runs timed runs after
-one warm-up, and ratios (automation-file / maljan; maljan / the Unix tool).
+one warm-up, and ratios (automation-file / maljan; maljan / the floor).
 """
 
 from __future__ import annotations
@@ -130,16 +135,21 @@ def children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def make_data(data: Path) -> dict:
-    """Generates the inputs once (kept across runs in the same folder)."""
+FULL = {"dirs": 100, "big_mib": 100, "small": 1000}
+QUICK = {"dirs": 5, "big_mib": 16, "small": 100}
+
+
+def make_data(data: Path, size: dict) -> dict:
+    """Generates the inputs once (kept across runs in the same folder). `size["dirs"]` top
+    directories of 1,000 files each make the find tree."""
     info = {}
-    tree = data / "tree100k"
+    tree = data / f"tree{size['dirs']}k"
     if not (tree / ".done").exists():
         shutil.rmtree(tree, ignore_errors=True)
         rnd = random.Random(7)
         exts = [".txt", ".log", ".dat", ".json", ".py"]
         n = 0
-        for a in range(100):
+        for a in range(size["dirs"]):
             for b in range(10):
                 d = tree / f"d{a:02d}" / f"s{b}"
                 d.mkdir(parents=True, exist_ok=True)
@@ -152,10 +162,11 @@ def make_data(data: Path) -> dict:
         (tree / ".done").touch()
     info["tree"] = tree
 
-    big = data / "big100m.bin"
-    if not big.exists() or big.stat().st_size != 100 * 1024 * 1024:
+    mib = size["big_mib"]
+    big = data / f"big{mib}m.bin"
+    if not big.exists() or big.stat().st_size != mib * 1024 * 1024:
         with open(big, "wb") as f:
-            for _ in range(100):
+            for _ in range(mib):
                 f.write(os.urandom(1024 * 1024))
     info["big"] = big
 
@@ -176,12 +187,12 @@ def make_data(data: Path) -> dict:
         (src / ".done").touch()
     info["src"] = src
 
-    small = data / "small1k"
+    small = data / f"small{size['small']}"
     if not (small / ".done").exists():
         shutil.rmtree(small, ignore_errors=True)
         rnd = random.Random(11)
         words = ["alpha", "beta", "gamma", "delta", "omega", "kappa", "sigma", "zeta"]
-        for i in range(1000):
+        for i in range(size["small"]):
             d = small / f"g{i % 20:02d}"
             d.mkdir(parents=True, exist_ok=True)
             text = " ".join(rnd.choice(words) for _ in range(rnd.randint(200, 700)))
@@ -196,6 +207,43 @@ def make_data(data: Path) -> dict:
     info["out"] = data / "out"
     info["out"].mkdir(exist_ok=True)
     return info
+
+
+def openssl_sha256() -> float | None:
+    """The CPU's sha256 speed as OpenSSL measures it (in memory, 1 MiB blocks, SHA-NI when the
+    CPU has it), in MB/s; None without openssl."""
+    if not shutil.which("openssl"):
+        return None
+    out = subprocess.run(["openssl", "speed", "-seconds", "3", "-bytes", "1048576", "-evp", "sha256"],
+                         capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if line.startswith("sha256"):
+            return float(line.split()[-1].rstrip("k")) * 1000 / 1e6
+    return None
+
+
+def hashlib_sha256(mib: int, runs: int = 3) -> float:
+    """Python's hashlib (OpenSSL underneath) over a buffer in memory, 1 MiB updates: MB/s."""
+    import hashlib
+    buf = memoryview(os.urandom(mib * 1024 * 1024))
+    best = float("inf")
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        h = hashlib.sha256()
+        for i in range(0, len(buf), 1 << 20):
+            h.update(buf[i:i + (1 << 20)])
+        h.hexdigest()
+        best = min(best, time.perf_counter() - t0)
+    return len(buf) / best / 1e6
+
+
+def sha2_crate(exe: Path | None, mib: int) -> dict | None:
+    """The sha2 crate (what FA_file_checksum hashes with) over a buffer in memory, via
+    examples/sha256_speed: {"mb_per_s", "sha_ni", ...}."""
+    if exe is None:
+        return None
+    out = subprocess.run([str(exe), str(mib), "5"], capture_output=True, text=True, check=True).stdout
+    return json.loads(out)
 
 
 def action_list(scratch: Path) -> list:
@@ -217,25 +265,39 @@ def main() -> None:
     ap.add_argument("--py", default=os.environ.get("MALJAN_PY", ""), help="python with automation-file (MALJAN_PY)")
     ap.add_argument("--data", default="/tmp/maljan-files-bench", help="where the generated data lives")
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--quick", action="store_true",
+                    help="small data (5k files, 16 MiB, 100 files) and 1 run: a sanity check, not figures")
+    ap.add_argument("--sha-speed", default=None,
+                    help="the sha256_speed example binary (default: found beside the maljan binary)")
     ap.add_argument("--json", default=None, help="also write the figures here")
     args = ap.parse_args()
+    size = QUICK if args.quick else FULL
+    if args.quick:
+        args.runs = 1
+        if args.data == ap.get_default("data"):
+            args.data += "-quick"
 
+    target_dirs = [Path(os.environ["CARGO_TARGET_DIR"])] if os.environ.get("CARGO_TARGET_DIR") else []
+    target_dirs.append(here / "target")
     maljan = args.maljan
     if maljan is None:
-        for cand in (here / "target/release/maljan",
-                     Path(os.environ.get("CARGO_TARGET_DIR", here / "target")) / "release/maljan"):
-            if cand.exists():
-                maljan = f"{cand} serve files"
+        for t in target_dirs:
+            if (t / "release/maljan").exists():
+                maljan = f"{t / 'release/maljan'} serve files"
                 break
     if maljan is None:
         sys.exit("no maljan binary found; build it (cargo build --release -p maljan) or pass --maljan")
+    sha_speed = Path(args.sha_speed) if args.sha_speed else next(
+        (t / "release/examples/sha256_speed" for t in target_dirs
+         if (t / "release/examples/sha256_speed").exists()), None)
     if not args.py:
-        sys.exit("MALJAN_PY is not set: run `source <(scripts/peers.sh)` first, or pass --py")
+        sys.exit("MALJAN_PY is not set: run `eval \"$(scripts/peers.sh)\"` first, or pass --py")
 
     data = Path(args.data)
     data.mkdir(parents=True, exist_ok=True)
-    d = make_data(data)
+    d = make_data(data, size)
     root = str(data.resolve())
+    print(f"maljan: {maljan}")
 
     print(f"load average at the start: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     servers = {
@@ -277,10 +339,11 @@ def main() -> None:
     find_n = len(subprocess.run(["find", tree, "-iname", "*.LOG", "-type", "f"], capture_output=True, text=True).stdout.split())
     notes["fast_find/matches"] = f"maljan {counts.get('maljan')}, automation-file {counts.get('automation-file')}, find {find_n}"
 
-    bench("checksum_100MiB", "FA_file_checksum", lambda who: {"path": str(d["big"])})
-    results["checksum_100MiB"]["sha256sum"] = timed(
+    ck = f"checksum_{size['big_mib']}MiB"
+    bench(ck, "FA_file_checksum", lambda who: {"path": str(d["big"])})
+    results[ck]["sha256sum"] = timed(
         lambda: subprocess.run(["sha256sum", str(d["big"])], stdout=subprocess.DEVNULL, check=True), args.runs,
-        children_cpu, "checksum_100MiB/sha256sum")
+        children_cpu, f"{ck}/sha256sum")
 
     src = str(d["src"])
     gcount = {}
@@ -324,13 +387,36 @@ def main() -> None:
         cells = "  ".join(f"{who} {CPU.get(f'{name}/{who}', float('nan')):.4f}" for who in r)
         print(f"  {name:<18}{cells}")
     print(f"load average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
-    m = results["checksum_100MiB"]["maljan"]
-    print(f"\nsha256 throughput: maljan {size_mb / m:,.0f} MB/s,"
-          f" automation-file {size_mb / results['checksum_100MiB']['automation-file']:,.0f} MB/s (incl. the call)")
+
+    # The checksum against the CPU itself: hashing in memory, no file, no call. Measured after
+    # the servers are closed so nothing else of this script competes for the CPU.
+    r = results[ck]
+    speeds = {
+        "maljan FA_file_checksum (the call, file in page cache)": size_mb / r["maljan"],
+        "automation-file FA_file_checksum": size_mb / r["automation-file"],
+        "sha256sum (the file)": size_mb / r["sha256sum"],
+    }
+    ossl = openssl_sha256()
+    if ossl:
+        speeds["openssl speed -evp sha256 (memory, 1 MiB blocks)"] = ossl
+    crate = sha2_crate(sha_speed, size["big_mib"])
+    if crate:
+        speeds[f"sha2 crate in memory (SHA-NI {'used' if crate['sha_ni'] else 'absent'})"] = crate["mb_per_s"]
+    else:
+        notes["sha2 crate"] = "not measured: build it with cargo build --release -p maljan-files --example sha256_speed"
+    speeds["python hashlib in memory"] = hashlib_sha256(size["big_mib"])
+    print(f"\nsha256 throughput, {size['big_mib']} MiB (MB/s; the call figures include the round trip):")
+    for k, v in speeds.items():
+        print(f"  {k:<58}{v:>8,.0f}")
+    m = speeds["maljan FA_file_checksum (the call, file in page cache)"]
+    if ossl:
+        print(f"maljan's FA_file_checksum reaches {m / ossl:.0%} of openssl's sha256 speed on this CPU"
+              + (f" and {m / crate['mb_per_s']:.0%} of the sha2 crate's in-memory speed" if crate else ""))
     for k, v in notes.items():
         print(f"note {k}: {v}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"results": results, "cpu": CPU, "notes": notes}, indent=2))
+        Path(args.json).write_text(json.dumps(
+            {"results": results, "cpu": CPU, "sha256_mb_per_s": speeds, "notes": notes}, indent=2))
 
 
 if __name__ == "__main__":
