@@ -14,7 +14,7 @@ use std::{
     sync::{
         Arc,
         atomic::{AtomicU64, Ordering},
-        mpsc::{Receiver, Sender, TryRecvError},
+        mpsc::{Receiver, Sender},
     },
     thread::JoinHandle,
 };
@@ -120,10 +120,8 @@ fn run(mut conn: Connection, rx: Receiver<Op>, commits: &AtomicU64, journal: Opt
             if batch.rows.len() >= MAX_BATCH {
                 batch.commit(&mut conn);
             }
-            next = match rx.try_recv() {
-                Ok(op) => Some(op),
-                Err(TryRecvError::Empty | TryRecvError::Disconnected) => None,
-            };
+            // Empty ends the batch; a closed channel is seen by the next `recv`.
+            next = rx.try_recv().ok();
         }
         batch.commit(&mut conn);
         // Idle: a good moment to empty a grown journal whose records are all committed.
