@@ -75,23 +75,33 @@ impl Server {
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("maljan serve");
-            return (Self::Binary(child), format!("{} serve files --http", bin.display()));
+            return (
+                Self::Binary(child),
+                format!("{} serve files --http", bin.display()),
+            );
         }
         let cancel = tokio_util::sync::CancellationToken::new();
         let stop = cancel.clone();
         std::thread::spawn(move || {
             let rt = tokio::runtime::Runtime::new().unwrap();
             rt.block_on(async move {
-                use maljan_server::{HttpOptions, Registry, StagingOptions, StagingStore, ToolServer};
+                use maljan_server::{
+                    HttpOptions, Registry, StagingOptions, StagingStore, ToolServer,
+                };
                 let store = StagingStore::open(StagingOptions::new(&staging)).unwrap();
                 let mut registry = Registry::new();
                 maljan_server::staging::register(&mut registry, store);
                 let server = ToolServer::new("bench", "0", registry);
                 let options = HttpOptions::new(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
-                maljan_server::serve_http(server, options, stop).await.unwrap();
+                maljan_server::serve_http(server, options, stop)
+                    .await
+                    .unwrap();
             });
         });
-        (Self::InProcess(cancel), "maljan-server serve_http in process (own thread and runtime)".into())
+        (
+            Self::InProcess(cancel),
+            "maljan-server serve_http in process (own thread and runtime)".into(),
+        )
     }
 
     fn stop(self) {
