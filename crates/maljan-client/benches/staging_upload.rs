@@ -1,0 +1,320 @@
+//! Issue 5 item 5: staging a 100 MiB sample over loopback through put_sample chunks (4 MiB raw,
+//! base64, begin/chunk/finish, through the runtime's call path and ledger) to a maljan server's
+//! streamable HTTP endpoint, side by side with `curl` POSTing the same file to a plain HTTP
+//! sink in this process that writes the body to disk (the staging server writes it too).
+//! Runs interleaved so machine load hits both alike; reports medians, MB/s and the ratio
+//! (target: staging within 2x of curl), and the load average before and after.
+//!
+//! The server: `maljan serve files --http` when a `maljan` binary sits beside this bench
+//! (target/release, from `cargo build --profile bench -p maljan`) or MALJAN_BIN names one;
+//! otherwise the same framework code in this process on its own thread and tokio runtime
+//! (maljan-server's `serve_http` with the staging store, which is what `maljan serve` runs),
+//! so the bench does not need the whole binary (yara-x, wasmtime) built optimised.
+//!
+//! `cargo bench -p maljan-client --bench staging_upload`; MALJAN_BENCH_RUNS (default 5) and
+//! MALJAN_BENCH_MIB (default 100) change the runs and the sample size.
+
+use std::{
+    io::Write,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use maljan_client::{
+    BreakerConfig, Config, Handover, JobSpec, Ledger, Runtime, ServerConfig, TransportKind,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+fn env_num(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// The optimised `maljan` beside this bench's own directory (target/release), or MALJAN_BIN.
+fn maljan_bin() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("MALJAN_BIN") {
+        return Some(p.into());
+    }
+    let exe = std::env::current_exe().ok()?;
+    let bin = exe.parent()?.parent()?.join("maljan");
+    bin.exists().then_some(bin)
+}
+
+/// The staging server: the binary, or the framework in this process (see the module doc).
+enum Server {
+    Binary(std::process::Child),
+    InProcess(tokio_util::sync::CancellationToken),
+}
+
+impl Server {
+    fn start(dir: &Path, port: u16) -> (Self, String) {
+        let staging = dir.join("staging");
+        if let Some(bin) = maljan_bin() {
+            let child = Command::new(&bin)
+                .args(["serve", "files", "--http", &format!("127.0.0.1:{port}")])
+                .arg("--root")
+                .arg(dir)
+                .arg("--staging-dir")
+                .arg(&staging)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("maljan serve");
+            return (
+                Self::Binary(child),
+                format!("{} serve files --http", bin.display()),
+            );
+        }
+        let cancel = tokio_util::sync::CancellationToken::new();
+        let stop = cancel.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Runtime::new().unwrap();
+            rt.block_on(async move {
+                use maljan_server::{
+                    HttpOptions, Registry, StagingOptions, StagingStore, ToolServer,
+                };
+                let store = StagingStore::open(StagingOptions::new(&staging)).unwrap();
+                let mut registry = Registry::new();
+                maljan_server::staging::register(&mut registry, store);
+                let server = ToolServer::new("bench", "0", registry);
+                let options = HttpOptions::new(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+                maljan_server::serve_http(server, options, stop)
+                    .await
+                    .unwrap();
+            });
+        });
+        (
+            Self::InProcess(cancel),
+            "maljan-server serve_http in process (own thread and runtime)".into(),
+        )
+    }
+
+    fn stop(self) {
+        match self {
+            Self::Binary(mut c) => {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            Self::InProcess(cancel) => cancel.cancel(),
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn write_sample(path: &Path, size: usize) {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut written = 0;
+    while written < size {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        f.write_all(&x.to_le_bytes()).unwrap();
+        written += 8;
+    }
+    f.flush().unwrap();
+}
+
+/// A plain HTTP sink: reads a request with Content-Length, writes the body to a file, answers
+/// 204. One connection at a time (curl makes one).
+async fn sink(listener: tokio::net::TcpListener, out: PathBuf) {
+    loop {
+        let Ok((mut sock, _)) = listener.accept().await else {
+            return;
+        };
+        let mut head = Vec::new();
+        let mut buf = vec![0u8; 1 << 20];
+        let (len, mut body_start) = loop {
+            let n = sock.read(&mut buf).await.unwrap();
+            if n == 0 {
+                break (0, Vec::new());
+            }
+            head.extend_from_slice(&buf[..n]);
+            if let Some(i) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+                let text = String::from_utf8_lossy(&head[..i]).to_ascii_lowercase();
+                let len: usize = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .map(|v| v.trim().parse().unwrap())
+                    .unwrap_or(0);
+                break (len, head[i + 4..].to_vec());
+            }
+        };
+        let mut file = tokio::fs::File::create(&out).await.unwrap();
+        let mut got = body_start.len();
+        file.write_all(&body_start).await.unwrap();
+        body_start.clear();
+        while got < len {
+            let n = sock.read(&mut buf).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            file.write_all(&buf[..n]).await.unwrap();
+            got += n;
+        }
+        file.flush().await.unwrap();
+        let _ = sock
+            .write_all(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")
+            .await;
+    }
+}
+
+fn curl_once(port: u16, sample: &Path) -> Duration {
+    let started = Instant::now();
+    let status = Command::new("curl")
+        .args(["-sS", "-o", "/dev/null", "-X", "POST", "-H", "Expect:"])
+        .args(["-H", "Content-Type: application/octet-stream", "-T"])
+        .arg(sample)
+        .arg(format!("http://127.0.0.1:{port}/upload"))
+        .status()
+        .expect("curl");
+    assert!(status.success(), "curl failed");
+    started.elapsed()
+}
+
+fn runtime(dir: &Path, url: &str) -> Arc<Runtime> {
+    let mut c = Config::default();
+    c.core.mcp.breaker = BreakerConfig {
+        call_timeout_seconds: 120.0,
+        ..Default::default()
+    };
+    c.data_dir = dir.to_path_buf();
+    c.path = dir.join("config.toml");
+    c.servers.insert(
+        "up".into(),
+        ServerConfig {
+            transport: TransportKind::StreamableHttp,
+            url: url.to_string(),
+            enabled: true,
+            ..Default::default()
+        },
+    );
+    let ledger = Ledger::open(&dir.join("ledger.sqlite3"), 64 * 1024).unwrap();
+    Runtime::new(c, ledger)
+}
+
+/// One staged upload, timed from the first put_sample call to the path (the connection and
+/// tools/list happen before; the sample's sha256 is the job's, taken at its start).
+async fn stage_once(rt: &Arc<Runtime>, sample: &Path) -> (Duration, Duration) {
+    rt.uploads().clear();
+    let hashed = Instant::now();
+    let job = rt.new_job(JobSpec::for_sample(sample)).unwrap();
+    let hash_time = hashed.elapsed();
+    let server = job.server("up").unwrap();
+    server.view().await.expect("the server answers");
+    let started = Instant::now();
+    let h = server.handover().await.unwrap();
+    let took = started.elapsed();
+    assert!(
+        matches!(h, Handover::Uploaded { cached: false, .. }),
+        "{h:?} {:?}",
+        job.degradations()
+    );
+    job.finish();
+    (took, hash_time)
+}
+
+fn main() {
+    let runs = env_num("MALJAN_BENCH_RUNS", 5);
+    let mib = env_num("MALJAN_BENCH_MIB", 100);
+    let size = mib * 1024 * 1024;
+    let dir = tempfile::tempdir().unwrap();
+    let sample = dir.path().join("sample.bin");
+    write_sample(&sample, size);
+    let port = free_port();
+    let (server, server_kind) = Server::start(dir.path(), port);
+    let rt_tokio = tokio::runtime::Runtime::new().unwrap();
+    let load_before = loadavg();
+    let (stage, curl, hashes) = rt_tokio.block_on(async {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            assert!(Instant::now() < deadline, "the server did not start");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let sink_port = listener.local_addr().unwrap().port();
+        tokio::spawn(sink(listener, dir.path().join("sink.bin")));
+        let rt = runtime(dir.path(), &format!("http://127.0.0.1:{port}/mcp"));
+        let (mut stage, mut curl, mut hashes) = (Vec::new(), Vec::new(), Vec::new());
+        // One warm-up of each, not counted.
+        stage_once(&rt, &sample).await;
+        let s = sample.clone();
+        tokio::task::spawn_blocking(move || curl_once(sink_port, &s))
+            .await
+            .unwrap();
+        for _ in 0..runs {
+            let (t, h) = stage_once(&rt, &sample).await;
+            stage.push(t.as_secs_f64());
+            hashes.push(h.as_secs_f64());
+            let s = sample.clone();
+            let t = tokio::task::spawn_blocking(move || curl_once(sink_port, &s))
+                .await
+                .unwrap();
+            curl.push(t.as_secs_f64());
+        }
+        let sunk = std::fs::metadata(dir.path().join("sink.bin"))
+            .unwrap()
+            .len();
+        assert_eq!(sunk, size as u64, "the sink got the whole file");
+        rt.shutdown().await;
+        (stage, curl, hashes)
+    });
+    let load_after = loadavg();
+    server.stop();
+    let mb = size as f64 / 1e6;
+    let (s, c, h) = (median(stage.clone()), median(curl.clone()), median(hashes));
+    println!("staging_upload: {mib} MiB sample, {runs} runs each (interleaved), medians");
+    println!("  server: {server_kind}");
+    println!(
+        "  put_sample chunks (4 MiB, base64): {:.3} s  {:.0} MB/s   runs: {:?}",
+        s,
+        mb / s,
+        stage.iter().map(|v| format!("{v:.3}")).collect::<Vec<_>>()
+    );
+    println!(
+        "  curl POST to a plain sink:         {:.3} s  {:.0} MB/s   runs: {:?}",
+        c,
+        mb / c,
+        curl.iter().map(|v| format!("{v:.3}")).collect::<Vec<_>>()
+    );
+    println!(
+        "  ratio staging/curl: {:.2}x (target <= 2x)   job start (sha256 of the sample, once): {:.3} s",
+        s / c,
+        h
+    );
+    println!(
+        "  load average before: {load_before}   after: {load_after}   cores: {}",
+        num_cpus()
+    );
+}
+
+fn num_cpus() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
