@@ -1,9 +1,10 @@
 //! Terminal progress for `maljan analyze`: one line per server and per step, drawn on stderr with
 //! indicatif (hidden automatically when stderr is not a terminal, so logs and pipes stay clean).
 
-use std::{sync::Mutex, time::Duration};
+use std::{collections::HashMap, sync::Mutex, time::Duration};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use maljan_client::staging::UploadProgress;
 
 use crate::{
     report::{ServerInfo, StepReport, StepStatus},
@@ -15,6 +16,8 @@ pub struct TerminalProgress {
     multi: MultiProgress,
     connecting: Mutex<Option<ProgressBar>>,
     current: Mutex<Option<ProgressBar>>,
+    /// One byte bar per server receiving an upload.
+    uploads: Mutex<HashMap<String, ProgressBar>>,
 }
 
 impl Default for TerminalProgress {
@@ -29,6 +32,28 @@ impl TerminalProgress {
             multi: MultiProgress::with_draw_target(ProgressDrawTarget::stderr()),
             connecting: Mutex::new(None),
             current: Mutex::new(None),
+            uploads: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Draws the sample's upload to a server as a byte bar (hook it with `Job::on_upload_progress`).
+    pub fn upload(&self, p: &UploadProgress) {
+        let mut uploads = self.uploads.lock().unwrap_or_else(|e| e.into_inner());
+        let bar = uploads.entry(p.server.clone()).or_insert_with(|| {
+            let bar = self.multi.add(ProgressBar::new(p.total));
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "  uploading to {msg} [{bar:30.cyan/blue}] {bytes}/{total_bytes} {bytes_per_sec}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            bar.set_message(p.server.clone());
+            bar
+        });
+        bar.set_position(p.sent);
+        if p.sent >= p.total {
+            bar.finish_and_clear();
         }
     }
 

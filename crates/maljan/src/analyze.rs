@@ -4,6 +4,7 @@
 use std::{
     path::{Path, PathBuf},
     process::ExitCode,
+    sync::Arc,
 };
 
 use anyhow::{Context, bail};
@@ -88,14 +89,18 @@ pub async fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
 
     let runtime = Runtime::open(config)?;
     let job = runtime.new_job(JobSpec::for_sample(&sample))?;
-    let progress = TerminalProgress::new();
+    let progress = Arc::new(TerminalProgress::new());
+    if progress.is_visible() {
+        let bars = progress.clone();
+        job.on_upload_progress(move |p| bars.upload(p));
+    }
     let report = run_triage(
         &job,
         &TriageOptions {
             plan,
             servers: args.servers.clone(),
         },
-        &progress,
+        progress.as_ref(),
     )
     .await;
     drop(job);
