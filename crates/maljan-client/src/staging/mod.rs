@@ -139,28 +139,12 @@ fn check_returned_path(path: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A name safe to send and to put in a file name: the base name, control characters and
-/// separators replaced, no leading dots, at most 200 characters, never empty. The server
-/// sanitises too; this keeps hostile bytes from the wire and from the mirror directory.
+/// A name safe to send and to put in a file name: the same reduction the server applies
+/// (base name, control characters and separators replaced, no leading dots, at most 200
+/// characters, never empty), done here too so hostile bytes stay off the wire and out of the
+/// mirror directory.
 pub fn safe_name(name: &str) -> String {
-    let base = name.rsplit(['/', '\\']).next().unwrap_or_default();
-    let cleaned: String = base
-        .chars()
-        .map(|c| {
-            if c.is_control() || matches!(c, ':' | '*' | '?' | '"' | '<' | '>' | '|') {
-                '_'
-            } else {
-                c
-            }
-        })
-        .take(200)
-        .collect();
-    let cleaned = cleaned.trim().trim_start_matches('.').to_string();
-    if cleaned.is_empty() {
-        "sample".to_string()
-    } else {
-        cleaned
-    }
+    maljan_server::staging::sanitize_filename(name)
 }
 
 /// Replaces the sample's local path (or its bare file name) with `handover`'s path in arguments
