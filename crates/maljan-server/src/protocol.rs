@@ -87,10 +87,14 @@ impl ServerHandler for McpHandler {
             .meta
             .get_progress_token()
             .map(|token| PeerProgress::start(context.peer.clone(), token));
+        let sink = progress.clone().map(|p| p as Arc<dyn ProgressSink>);
         let outcome = self
             .server
-            .call(&name, args, context.ct.clone(), progress)
+            .call(&name, args, context.ct.clone(), sink)
             .await;
+        if let Some(progress) = &progress {
+            progress.flush().await;
+        }
         match outcome {
             Some(outcome) => Ok(tool_result(outcome).into()),
             None => Err(McpError::invalid_params(
@@ -121,21 +125,44 @@ fn tool_result(outcome: CallOutcome) -> CallToolResult {
 
 /// Forwards a call's progress reports as notifications/progress, in order, from one task.
 struct PeerProgress {
-    tx: tokio::sync::mpsc::UnboundedSender<ProgressNotificationParam>,
+    tx: tokio::sync::mpsc::UnboundedSender<Forward>,
     token: ProgressToken,
 }
 
+enum Forward {
+    Report(ProgressNotificationParam),
+    /// Answered once every report queued before it has gone to the peer.
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
 impl PeerProgress {
-    fn start(peer: Peer<RoleServer>, token: ProgressToken) -> Arc<dyn ProgressSink> {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<ProgressNotificationParam>();
+    fn start(peer: Peer<RoleServer>, token: ProgressToken) -> Arc<Self> {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Forward>();
         tokio::spawn(async move {
-            while let Some(param) = rx.recv().await {
-                if peer.notify_progress(param).await.is_err() {
-                    break;
+            let mut peer_gone = false;
+            while let Some(item) = rx.recv().await {
+                match item {
+                    Forward::Report(param) if !peer_gone => {
+                        peer_gone = peer.notify_progress(param).await.is_err();
+                    }
+                    Forward::Report(_) => {}
+                    Forward::Flush(done) => {
+                        let _ = done.send(());
+                    }
                 }
             }
         });
         Arc::new(Self { tx, token })
+    }
+
+    /// Waits until the reports made so far are sent, so none arrives after the call's result
+    /// (a client may stop listening for a token once its request is answered). Bounded: a
+    /// stuck peer must not hold the result back.
+    async fn flush(&self) {
+        let (done, sent) = tokio::sync::oneshot::channel();
+        if self.tx.send(Forward::Flush(done)).is_ok() {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(2), sent).await;
+        }
     }
 }
 
@@ -144,6 +171,6 @@ impl ProgressSink for PeerProgress {
         let mut param = ProgressNotificationParam::new(self.token.clone(), progress);
         param.total = total;
         param.message = message;
-        let _ = self.tx.send(param);
+        let _ = self.tx.send(Forward::Report(param));
     }
 }
