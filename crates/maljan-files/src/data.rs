@@ -371,11 +371,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
         move |_ctx, a: JsonlIterArgs| {
             let c = c.clone();
             async move {
-                let limit = match a.limit {
-                    Some(n) if n < 0 => return Err(ToolError::bad_argument("limit must be >= 0")),
-                    Some(n) => Some(n as usize),
-                    None => None,
-                };
+                let limit = optional_limit(a.limit)?;
                 let path = c.existing_file(&a.path)?;
                 blocking(move || {
                     let text = decode_text(
@@ -542,4 +538,12 @@ fn store(
         }
     };
     write_atomic(path, given, text.as_bytes())
+}
+
+/// automation-file's `limit: int | None`: absent means all, a negative number is refused.
+pub(crate) fn optional_limit(limit: Option<i64>) -> Result<Option<usize>, ToolError> {
+    match limit {
+        Some(n) if n < 0 => Err(ToolError::bad_argument("limit must be >= 0")),
+        n => Ok(n.map(|n| n as usize)),
+    }
 }

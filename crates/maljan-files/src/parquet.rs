@@ -124,10 +124,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
         move |_ctx, a: ReadArgs| {
             let c = c.clone();
             async move {
-                let limit = match a.limit {
-                    Some(n) if n < 0 => return Err(ToolError::bad_argument("limit must be >= 0")),
-                    n => n.map(|n| n as usize),
-                };
+                let limit = crate::data::optional_limit(a.limit)?;
                 let path = c.existing_file(&a.path)?;
                 blocking(move || read(&path, &a.path, limit, a.columns.as_deref())).await
             }
