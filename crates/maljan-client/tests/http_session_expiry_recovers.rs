@@ -7,39 +7,18 @@
 //! new session itself; the runtime did not reconnect), and both calls must be in the ledger.
 
 mod common;
+use common::{Peer, peers_dir};
 
 use std::{
     net::TcpStream,
-    path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    path::Path,
+    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
 use maljan_client::{JobSpec, ServerConfig, TransportKind};
 use maljan_testkit::{free_port, peer_env};
 use serde_json::json;
-
-/// A peer server process, killed when dropped.
-struct Peer(Child);
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn peers_dir() -> PathBuf {
-    if let Ok(d) = std::env::var("MALJAN_SHARED_PEERS") {
-        return d.into();
-    }
-    let beside = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/peers");
-    if beside.join("py_server.py").exists() {
-        beside
-    } else {
-        "/work/shared/peers".into()
-    }
-}
 
 /// Starts py_server.py on `port`, its stderr (its log) into `log`, and waits until it accepts
 /// connections.

@@ -6,27 +6,18 @@
 //! test with the command that fixes it.
 
 mod common;
+use common::{Peer, peers_dir};
 
 use std::{
     net::TcpStream,
     path::Path,
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
 use maljan_client::{JobSpec, ServerConfig, TransportKind};
 use maljan_testkit::{free_port, peer_env};
 use serde_json::{Value, json};
-
-/// A peer server process, killed when dropped.
-struct Peer(Child);
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn wait_for_port(port: u16) {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -58,19 +49,6 @@ fn py_http(transport: &str, port: u16, extra: &[&str]) -> Peer {
         .args(["--transport", transport, "--port", &port.to_string()])
         .args(extra);
     spawn(&mut cmd, port)
-}
-
-/// The shared peer scripts (py_server.py): beside the repository, or MALJAN_SHARED_PEERS.
-fn peers_dir() -> std::path::PathBuf {
-    if let Ok(d) = std::env::var("MALJAN_SHARED_PEERS") {
-        return d.into();
-    }
-    let beside = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/peers");
-    if beside.join("py_server.py").exists() {
-        beside
-    } else {
-        "/work/shared/peers".into()
-    }
 }
 
 /// server-everything binds every interface: a preload makes `listen(port)` bind loopback only.

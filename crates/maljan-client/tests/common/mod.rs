@@ -81,3 +81,26 @@ pub fn quick() -> BreakerConfig {
         connect_timeout_seconds: 10.0,
     }
 }
+
+/// A peer server process, killed when dropped.
+pub struct Peer(pub std::process::Child);
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The shared peer scripts (py_server.py): beside the repository, or MALJAN_SHARED_PEERS.
+pub fn peers_dir() -> PathBuf {
+    if let Ok(d) = std::env::var("MALJAN_SHARED_PEERS") {
+        return d.into();
+    }
+    let beside = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/peers");
+    if beside.join("py_server.py").exists() {
+        beside
+    } else {
+        "/work/shared/peers".into()
+    }
+}
