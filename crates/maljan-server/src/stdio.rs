@@ -34,7 +34,7 @@ impl Default for StdioOptions {
 
 /// Serves `server` on this process's stdin/stdout until stdin closes.
 pub async fn serve_stdio(server: Arc<ToolServer>, options: StdioOptions) -> anyhow::Result<()> {
-    let (reader, writer) = rmcp::transport::stdio_pipes();
+    let (reader, writer, _restore) = crate::stdio_streams::open();
     serve_io(server, reader, writer, options).await
 }
 
@@ -254,9 +254,17 @@ enum Line {
 
 /// Reads lines without ever holding more than `max` bytes of one: an over-long line is skipped
 /// to its newline and reported with its length.
+///
+/// Cancel-safe: rmcp polls `receive` inside a `select!` and drops it whenever another event
+/// wins, so a line that arrives in several reads is kept here between polls, never in the
+/// future's locals.
 struct LineReader<R> {
     inner: BufReader<R>,
     max: usize,
+    /// The line read so far (empty once it is over `max`).
+    partial: Vec<u8>,
+    /// Its length so far, counting bytes dropped once it went over `max`.
+    seen: usize,
 }
 
 impl<R: AsyncRead + Unpin> LineReader<R> {
@@ -264,42 +272,46 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         Self {
             inner: BufReader::with_capacity(256 * 1024, reader),
             max,
+            partial: Vec::new(),
+            seen: 0,
         }
     }
 
     async fn next(&mut self) -> std::io::Result<Line> {
-        let mut line = Vec::new();
-        let mut seen = 0usize;
         loop {
             let buf = self.inner.fill_buf().await?;
             if buf.is_empty() {
-                return Ok(if seen == 0 {
+                return Ok(if self.seen == 0 {
                     Line::Eof
-                } else if seen > self.max {
-                    Line::TooLong(seen)
                 } else {
-                    Line::Message(line)
+                    self.take_line()
                 });
             }
             let (chunk, found) = match memchr::memchr(b'\n', buf) {
                 Some(i) => (&buf[..i], Some(i + 1)),
                 None => (buf, None),
             };
-            seen += chunk.len();
-            if seen <= self.max {
-                line.extend_from_slice(chunk);
-            } else if !line.is_empty() {
-                line = Vec::new();
+            self.seen += chunk.len();
+            if self.seen <= self.max {
+                self.partial.extend_from_slice(chunk);
+            } else if !self.partial.is_empty() {
+                self.partial = Vec::new();
             }
             let consumed = found.unwrap_or(chunk.len());
             self.inner.consume(consumed);
             if found.is_some() {
-                return Ok(if seen > self.max {
-                    Line::TooLong(seen)
-                } else {
-                    Line::Message(line)
-                });
+                return Ok(self.take_line());
             }
+        }
+    }
+
+    fn take_line(&mut self) -> Line {
+        let seen = std::mem::take(&mut self.seen);
+        let line = std::mem::take(&mut self.partial);
+        if seen > self.max {
+            Line::TooLong(seen)
+        } else {
+            Line::Message(line)
         }
     }
 }
@@ -338,6 +350,19 @@ mod tests {
         assert!(matches!(r.next().await.unwrap(), Line::Message(m) if m == b"{}"));
         assert!(matches!(r.next().await.unwrap(), Line::Message(m) if m == b"last"));
         assert!(matches!(r.next().await.unwrap(), Line::Eof));
+    }
+
+    /// A line that arrives in pieces survives its `next()` being dropped between them (rmcp
+    /// drops it whenever another event wins its `select!`).
+    #[tokio::test]
+    async fn a_line_in_pieces_survives_a_dropped_read() {
+        let (mut tx, rx) = tokio::io::duplex(64);
+        let mut r = LineReader::new(rx, 1 << 20);
+        tx.write_all(b"{\"first\":").await.unwrap();
+        let dropped = tokio::time::timeout(std::time::Duration::from_millis(50), r.next()).await;
+        assert!(dropped.is_err(), "no newline yet, so no line");
+        tx.write_all(b"1}\n").await.unwrap();
+        assert!(matches!(r.next().await.unwrap(), Line::Message(m) if m == b"{\"first\":1}"));
     }
 
     #[test]
