@@ -9,7 +9,7 @@ use std::{
     sync::Arc,
 };
 
-use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, blocking};
+use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, blocking, blocking_unless_small};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use crate::{
     Config,
     hashing::{Algorithm, chunk_size, digests_match, hash_file},
-    paths::{io_err, join_inside, show, walk_files, write_atomic},
+    paths::{io_err, join_inside, show, size_hint, walk_files, write_atomic},
 };
 
 pub(crate) fn default_algorithm() -> String {
@@ -93,7 +93,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 let algorithm = Algorithm::parse(&a.algorithm)?;
                 let chunk = chunk_size(a.chunk_size)?;
                 let path = c.existing_file(&a.path)?;
-                blocking(move || {
+                blocking_unless_small(size_hint(&path), move || {
                     let (digest, size) = hash_file(&path, &a.path, algorithm, chunk, Some(&ctx))?;
                     Ok(ChecksumOut {
                         path: show(&path),
@@ -123,7 +123,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                     return Err(ToolError::bad_argument("expected must be a hex digest"));
                 }
                 let path = c.existing_file(&a.path)?;
-                blocking(move || {
+                blocking_unless_small(size_hint(&path), move || {
                     let (actual, _) = hash_file(&path, &a.path, algorithm, chunk, Some(&ctx))?;
                     Ok(VerifyOut {
                         path: show(&path),

@@ -183,3 +183,9 @@ pub(crate) fn write_atomic(target: &Path, given: &str, data: &[u8]) -> Result<()
     }
     result.map_err(|e| ToolError::io(given, e))
 }
+
+/// A file's size for choosing where to work on it (`blocking_unless_small`); unknown counts as
+/// big, so the blocking path meets and reports the error.
+pub(crate) fn size_hint(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(u64::MAX, |m| m.len())
+}

@@ -7,14 +7,14 @@ use std::{
     sync::Arc,
 };
 
-use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, blocking};
+use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, blocking, blocking_unless_small};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{
     Config,
     encoding::{codec, decode_text, encode_text, errors_mode},
-    paths::{io_err, show, write_atomic},
+    paths::{io_err, show, size_hint, write_atomic},
 };
 
 fn default_utf8() -> String {
@@ -295,7 +295,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             async move {
                 codec(&a.encoding)?;
                 let src = c.existing_file(&a.file_path)?;
-                blocking(move || {
+                blocking_unless_small(size_hint(&src), move || {
                     let raw = fs::read(&src).map_err(io_err(&a.file_path))?;
                     let text = decode_text(&raw, &a.encoding, "strict")?;
                     let mut lines = text.bytes().filter(|&b| b == b'\n').count() as u64;

@@ -30,8 +30,9 @@ pub mod roots;
 pub mod server;
 pub mod staging;
 pub mod stdio;
+mod stdio_streams;
 
-pub use context::{ProgressSink, ToolContext, blocking};
+pub use context::{ProgressSink, ToolContext, blocking, blocking_unless_small};
 pub use errors::{ErrorCode, ToolError};
 pub use http::{HttpOptions, router, router_with, serve_http, serve_http_with};
 pub use manifest::{Manifest, ManifestTool, Probe, Unavailable};

@@ -35,9 +35,17 @@ enum Command {
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     init_logging();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build();
+    // A stdio server answers one client over one pipe: a single runtime thread serves it with no
+    // cross-thread wake-ups per message (blocking work still goes to the blocking pool). Everything
+    // else — HTTP serving, the client runtime — gets a worker per core.
+    let runtime = match &cli.command {
+        Command::Serve(args) if args.http.is_none() => {
+            tokio::runtime::Builder::new_current_thread()
+        }
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    }
+    .enable_all()
+    .build();
     let runtime = match runtime {
         Ok(rt) => rt,
         Err(e) => {

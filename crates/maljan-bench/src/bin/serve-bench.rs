@@ -1,5 +1,6 @@
 //! Issue-2 benchmark, side by side in one run with the same raw JSON-RPC driver: cold start to the
-//! initialize reply, tools/list, a trivial call and FA_file_checksum of 1 KiB (median and p99 over
+//! initialize reply, tools/list, ping, a trivial call (FA_line_count of 1 KiB for both file servers,
+//! a no-op for the null server) and FA_file_checksum of 1 KiB (median and p99 over
 //! N sequential calls), idle RSS — for a null server (the floor), `maljan serve files` and
 //! automation-file's MCP server.
 //!
@@ -67,7 +68,7 @@ fn main() -> anyhow::Result<()> {
                 "--root".into(),
                 dir.to_string_lossy().into(),
             ],
-            trivial: ("capabilities", json!({})),
+            trivial: ("FA_line_count", json!({"file_path": kib_s})),
             checksum: Some(("FA_file_checksum", json!({"path": kib_s}))),
         },
     ];
@@ -84,8 +85,8 @@ fn main() -> anyhow::Result<()> {
         "serve-bench: {calls} sequential calls per figure, {starts} cold starts; medians (p99)"
     );
     println!(
-        "{:<22} {:>12} {:>12} {:>22} {:>22} {:>10}",
-        "server", "cold start", "tools/list", "trivial call", "checksum 1 KiB", "idle RSS"
+        "{:<22} {:>12} {:>12} {:>12} {:>22} {:>22} {:>10}",
+        "server", "cold start", "tools/list", "ping", "trivial call", "checksum 1 KiB", "idle RSS"
     );
     let mut rows = Vec::new();
     for t in &targets {
@@ -99,6 +100,10 @@ fn main() -> anyhow::Result<()> {
         let lists = d.time_n(calls.min(200), |d| {
             d.request("tools/list", json!({})).map(drop)
         })?;
+        // automation-file's server does not answer ping (-32601); its column shows "-".
+        let pings = d
+            .time_n(calls, |d| d.request("ping", json!({})).map(drop))
+            .ok();
         let (tool, targs) = t.trivial.clone();
         let trivial = d.time_n(calls, |d| d.call(tool, targs.clone()).map(drop))?;
         let checksum = match &t.checksum {
@@ -108,10 +113,11 @@ fn main() -> anyhow::Result<()> {
         std::thread::sleep(Duration::from_millis(300));
         let rss = d.rss_kib().unwrap_or(0);
         println!(
-            "{:<22} {:>12} {:>12} {:>22} {:>22} {:>7.1} MB",
+            "{:<22} {:>12} {:>12} {:>12} {:>22} {:>22} {:>7.1} MB",
             t.label,
             fmt(median(&colds)),
             fmt(median(&lists)),
+            pings.as_ref().map_or("-".into(), |p| fmt(median(p))),
             format!("{} ({})", fmt(median(&trivial)), fmt(p99(&trivial))),
             checksum
                 .as_ref()
@@ -121,6 +127,7 @@ fn main() -> anyhow::Result<()> {
         );
         rows.push((
             t.label,
+            pings.as_ref().map_or(Duration::ZERO, |p| median(p)),
             median(&colds),
             median(&trivial),
             checksum.map(|c| median(&c)),
@@ -130,15 +137,19 @@ fn main() -> anyhow::Result<()> {
     let find = |label: &str| rows.iter().find(|r| r.0 == label);
     if let (Some(null), Some(m)) = (find("null server"), find("maljan serve files")) {
         println!(
+            "ratio: maljan ping / null-server ping = {:.2}x",
+            m.1.as_secs_f64() / null.1.as_secs_f64()
+        );
+        println!(
             "ratio: maljan trivial call / null-server floor = {:.2}x",
-            m.2.as_secs_f64() / null.2.as_secs_f64()
+            m.3.as_secs_f64() / null.3.as_secs_f64()
         );
         if let Some(a) = find("automation-file mcp") {
             println!(
                 "ratio: automation-file cold start / maljan = {:.0}x",
-                a.1.as_secs_f64() / m.1.as_secs_f64()
+                a.2.as_secs_f64() / m.2.as_secs_f64()
             );
-            if let (Some(ac), Some(mc)) = (a.3, m.3) {
+            if let (Some(ac), Some(mc)) = (a.4, m.4) {
                 println!(
                     "ratio: automation-file checksum call / maljan = {:.1}x",
                     ac.as_secs_f64() / mc.as_secs_f64()
@@ -146,7 +157,7 @@ fn main() -> anyhow::Result<()> {
             }
             println!(
                 "ratio: automation-file idle RSS / maljan = {:.1}x",
-                a.4 as f64 / m.4.max(1) as f64
+                a.5 as f64 / m.5.max(1) as f64
             );
         }
     }
