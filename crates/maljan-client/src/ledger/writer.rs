@@ -6,7 +6,8 @@
 //! so a process kill cannot lose it).
 //!
 //! Group commit: the thread takes whatever is queued (up to [`MAX_BATCH`]) and writes it in one
-//! transaction, so many concurrent callers share one commit. Other operations (jobs, degradations,
+//! transaction, so many concurrent callers share one commit; journaled rows first linger a
+//! moment ([`LINGER`]) so that sequential callers share one too. Other operations (jobs, degradations,
 //! reads) run on the same thread in queue order, each after the records queued before it are
 //! committed; they are rare, and one connection keeps in-memory ledgers and ordering simple.
 
@@ -27,6 +28,11 @@ use super::{LedgerEntry, journal::Journal};
 /// Enough rows per transaction that a commit's fixed cost is spread thin, few enough that the
 /// first caller in a batch does not wait long for the last row to be written.
 pub(super) const MAX_BATCH: usize = 1024;
+
+/// How long the thread lets journaled rows gather before committing them. Rows are safe in the
+/// journal meanwhile; only their appearance in SQLite waits, and work queued behind them (a
+/// commit-mode record, a read) waits at most this long.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(2);
 
 pub(super) type Ack = oneshot::Sender<Result<(), String>>;
 type Job = Box<dyn FnOnce(&mut Connection) + Send>;
@@ -106,6 +112,12 @@ fn run(mut conn: Connection, rx: Receiver<Op>, commits: &AtomicU64, journal: Opt
         applied: 0,
     };
     while let Ok(first) = rx.recv() {
+        if matches!(first, Op::Journaled(..)) {
+            // Nobody waits for a journaled row, so it can wait for company: sequential calls
+            // then share one commit instead of paying one each, and their senders find the
+            // thread asleep rather than parked on the channel (no wake-up to pay for).
+            std::thread::sleep(LINGER);
+        }
         let mut next = Some(first);
         while let Some(op) = next {
             match op {
