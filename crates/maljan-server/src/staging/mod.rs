@@ -4,7 +4,8 @@
 //! staging root (0o700 directory, 0o600 files created with O_EXCL|O_NOFOLLOW, never chmodded after
 //! the fact), reduces the filename to a safe base name, bounds the sample size and the number of
 //! uploads in flight, and expires abandoned uploads. The path it returns lies inside the server's
-//! roots, so its other tools accept it.
+//! roots, so its other tools accept it. Chunks are written in order; one that overtook its
+//! predecessor (a client keeping several in flight) waits for it, up to `gap_wait`.
 
 use std::{
     collections::HashMap,
@@ -12,7 +13,7 @@ use std::{
     io::Write,
     os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt},
     path::{Path, PathBuf},
-    sync::{Arc, Mutex},
+    sync::{Arc, Condvar, Mutex},
     time::{Duration, Instant},
 };
 
@@ -37,6 +38,9 @@ pub struct StagingOptions {
     pub max_open_uploads: usize,
     /// An upload with no chunk for this long is dropped.
     pub upload_ttl: Duration,
+    /// How long a chunk that arrived ahead of its predecessor waits for it before the gap is an
+    /// error (a client may keep several chunks in flight).
+    pub gap_wait: Duration,
 }
 
 impl StagingOptions {
@@ -46,6 +50,7 @@ impl StagingOptions {
             max_sample_bytes: 2 * 1024 * 1024 * 1024,
             max_open_uploads: 32,
             upload_ttl: Duration::from_secs(15 * 60),
+            gap_wait: Duration::from_secs(5),
         }
     }
 
@@ -66,19 +71,56 @@ struct Upload {
     sha256: String,
     size: u64,
     received: u64,
-    /// Digest of each chunk received, by seq: a repeated chunk is checked against it.
-    chunks: Vec<[u8; 32]>,
+    /// Where each chunk received ends in the file, by seq: a repeated chunk is compared with
+    /// the bytes written there (retries are rare; hashing every chunk for them cost a second
+    /// sha256 pass over the whole upload).
+    chunk_ends: Vec<u64>,
     hasher: Sha256,
     file: File,
     temp: PathBuf,
     touched: Instant,
+    /// Finished, aborted or expired: a chunk still waiting for its turn must not write.
+    closed: bool,
+}
+
+/// An upload and the signal a chunk waits on when it overtook its predecessor.
+struct OpenUpload {
+    state: Mutex<Upload>,
+    turn: Condvar,
+}
+
+impl OpenUpload {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Upload> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Marks it closed (waking any chunk waiting for its turn) and removes its temp file.
+    fn close(&self) {
+        let mut up = self.lock();
+        up.closed = true;
+        let _ = std::fs::remove_file(&up.temp);
+        self.turn.notify_all();
+    }
+}
+
+impl Upload {
+    /// Whether the file holds exactly `bytes` from `start` to `end`.
+    fn holds_at(&self, start: u64, end: u64, bytes: &[u8]) -> std::io::Result<bool> {
+        use std::os::unix::fs::FileExt;
+        if end - start != bytes.len() as u64 {
+            return Ok(false);
+        }
+        let mut written = vec![0u8; bytes.len()];
+        self.file.read_exact_at(&mut written, start)?;
+        Ok(written == bytes)
+    }
 }
 
 /// Where put_sample writes. One per server process.
 pub struct StagingStore {
     options: StagingOptions,
     dir: PathBuf,
-    uploads: Mutex<HashMap<String, Arc<Mutex<Upload>>>>,
+    uploads: Mutex<HashMap<String, Arc<OpenUpload>>>,
 }
 
 impl StagingStore {
@@ -139,6 +181,7 @@ impl StagingStore {
             .dir
             .join(format!(".part-{}", uuid::Uuid::new_v4().simple()));
         let file = OpenOptions::new()
+            .read(true)
             .write(true)
             .create_new(true)
             .mode(0o600)
@@ -176,10 +219,9 @@ impl StagingStore {
         let mut uploads = self.uploads.lock().unwrap_or_else(|p| p.into_inner());
         let ttl = self.options.upload_ttl;
         uploads.retain(|_, upload| {
-            let upload = upload.lock().unwrap_or_else(|p| p.into_inner());
-            let keep = upload.touched.elapsed() < ttl;
+            let keep = upload.lock().touched.elapsed() < ttl;
             if !keep {
-                let _ = std::fs::remove_file(&upload.temp);
+                upload.close();
             }
             keep
         });
@@ -206,17 +248,22 @@ impl StagingStore {
             sha256,
             size,
             received: 0,
-            chunks: Vec::new(),
+            chunk_ends: Vec::new(),
             hasher: Sha256::new(),
             file,
             temp,
             touched: Instant::now(),
+            closed: false,
         };
-        uploads.insert(id.clone(), Arc::new(Mutex::new(upload)));
+        let upload = OpenUpload {
+            state: Mutex::new(upload),
+            turn: Condvar::new(),
+        };
+        uploads.insert(id.clone(), Arc::new(upload));
         Ok(id)
     }
 
-    fn upload(&self, id: &str) -> Result<Arc<Mutex<Upload>>, ToolError> {
+    fn upload(&self, id: &str) -> Result<Arc<OpenUpload>, ToolError> {
         let uploads = self.uploads.lock().unwrap_or_else(|p| p.into_inner());
         uploads.get(id).cloned().ok_or_else(|| {
             ToolError::bad_argument(format!(
@@ -233,19 +280,44 @@ impl StagingStore {
             .unwrap_or_else(|p| p.into_inner())
             .remove(id);
         if let Some(upload) = removed {
-            let _ = std::fs::remove_file(&upload.lock().unwrap_or_else(|p| p.into_inner()).temp);
+            upload.close();
         }
     }
 
     fn chunk(&self, id: &str, seq: u64, content_b64: &str) -> Result<u64, ToolError> {
         let upload = self.upload(id)?;
-        let mut up = upload.lock().unwrap_or_else(|p| p.into_inner());
+        // Decoded before taking the upload: two chunks in flight decode side by side.
         let bytes = decode_b64(content_b64)?;
-        let digest: [u8; 32] = Sha256::digest(&bytes).into();
-        let next = up.chunks.len() as u64;
+        let mut up = upload.lock();
+        // A chunk that overtook its predecessor (a client may keep several in flight) waits a
+        // moment for it; a real gap is still an error, only a later one.
+        let deadline = Instant::now() + self.options.gap_wait;
+        while seq > up.chunk_ends.len() as u64 && !up.closed {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            up = upload
+                .turn
+                .wait_timeout(up, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        if up.closed {
+            return Err(ToolError::bad_argument(format!(
+                "upload '{id}' was dropped while chunk {seq} waited for its turn"
+            ))
+            .with_remediation("start again with put_sample_begin"));
+        }
+        let next = up.chunk_ends.len() as u64;
         if seq < next {
             // A retried chunk: idempotent when it is the same bytes.
-            return if up.chunks[seq as usize] == digest {
+            let end = up.chunk_ends[seq as usize];
+            let start = match seq {
+                0 => 0,
+                _ => up.chunk_ends[seq as usize - 1],
+            };
+            return if up.holds_at(start, end, &bytes).map_err(write_error)? {
                 Ok(seq)
             } else {
                 Err(ToolError::bad_argument(format!(
@@ -273,8 +345,10 @@ impl StagingStore {
         }
         up.hasher.update(&bytes);
         up.received += bytes.len() as u64;
-        up.chunks.push(digest);
+        let end = up.received;
+        up.chunk_ends.push(end);
         up.touched = Instant::now();
+        upload.turn.notify_all();
         Ok(seq)
     }
 
@@ -286,7 +360,9 @@ impl StagingStore {
             .unwrap_or_else(|p| p.into_inner())
             .remove(id);
         drop(removed);
-        let mut up = upload.lock().unwrap_or_else(|p| p.into_inner());
+        let mut up = upload.lock();
+        up.closed = true;
+        upload.turn.notify_all();
         let fail = |up: &Upload, error: ToolError| {
             let _ = std::fs::remove_file(&up.temp);
             Err(error)
@@ -496,7 +572,9 @@ pub fn register(registry: &mut Registry, store: Arc<StagingStore>) {
     registry.add(
         meta(
             "put_sample_chunk",
-            "Receive one chunk of an upload, in order from seq 0.",
+            "Receive one chunk of an upload, in order from seq 0. A chunk that arrives ahead of \
+             its predecessor waits a few seconds for it (so several may be in flight); a gap \
+             that stays open is an error.",
         ),
         move |_ctx, a: ChunkArgs| {
             let s = s.clone();
@@ -522,134 +600,4 @@ pub fn register(registry: &mut Registry, store: Arc<StagingStore>) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::errors::ErrorCode;
-    use base64::engine::general_purpose::STANDARD as B64;
-    use proptest::prelude::*;
-
-    fn store(max: u64) -> (tempfile::TempDir, Arc<StagingStore>) {
-        let dir = tempfile::tempdir().unwrap();
-        let mut opts = StagingOptions::new(dir.path().join("staging"));
-        opts.max_sample_bytes = max;
-        opts.max_open_uploads = 2;
-        (dir, StagingStore::open(opts).unwrap())
-    }
-
-    fn sha(b: &[u8]) -> String {
-        hex::encode(Sha256::digest(b))
-    }
-
-    fn mode(p: &Path) -> u32 {
-        std::fs::metadata(p).unwrap().mode() & 0o777
-    }
-
-    #[test]
-    fn put_verifies_and_stores_privately() {
-        let (_d, s) = store(1 << 20);
-        let path = s
-            .put(
-                "../../etc/evil.exe",
-                &B64.encode(b"MZ hello"),
-                &sha(b"MZ hello"),
-            )
-            .unwrap();
-        assert!(path.starts_with(s.dir()));
-        assert_eq!(path.file_name().unwrap(), "evil.exe");
-        assert_eq!(std::fs::read(&path).unwrap(), b"MZ hello");
-        assert_eq!(mode(&path), 0o600);
-        assert_eq!(mode(path.parent().unwrap()), 0o700);
-        assert_eq!(mode(s.dir()), 0o700);
-        let err = s.put("x", &B64.encode(b"abc"), &sha(b"abd")).unwrap_err();
-        assert_eq!(err.code, ErrorCode::BadArgument);
-        assert!(err.message.contains("mismatch"));
-        let leftovers: Vec<_> = std::fs::read_dir(s.dir())
-            .unwrap()
-            .flatten()
-            .filter(|e| e.file_name().to_string_lossy().starts_with(".part"))
-            .collect();
-        assert!(leftovers.is_empty(), "a half-written file stayed visible");
-    }
-
-    #[test]
-    fn chunks_in_order_with_idempotent_repeats_and_gap_errors() {
-        let (_d, s) = store(1 << 20);
-        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
-        let id = s
-            .begin("sample.bin", &sha(&data), data.len() as u64)
-            .unwrap();
-        let parts: Vec<&[u8]> = data.chunks(4096).collect();
-        assert_eq!(s.chunk(&id, 0, &B64.encode(parts[0])).unwrap(), 0);
-        assert_eq!(
-            s.chunk(&id, 0, &B64.encode(parts[0])).unwrap(),
-            0,
-            "a repeated chunk is idempotent"
-        );
-        assert!(
-            s.chunk(&id, 0, &B64.encode(parts[1])).is_err(),
-            "a different chunk 0 is refused"
-        );
-        let gap = s.chunk(&id, 2, &B64.encode(parts[2])).unwrap_err();
-        assert!(gap.message.contains("before chunk 1"), "{}", gap.message);
-        s.chunk(&id, 1, &B64.encode(parts[1])).unwrap();
-        s.chunk(&id, 2, &B64.encode(parts[2])).unwrap();
-        let path = s.finish(&id).unwrap();
-        assert_eq!(std::fs::read(path).unwrap(), data);
-        assert!(s.finish(&id).is_err(), "a finished upload is gone");
-    }
-
-    #[test]
-    fn bounds_size_open_uploads_and_a_wrong_digest() {
-        let (_d, s) = store(100);
-        assert_eq!(
-            s.begin("a", &sha(b""), 101).unwrap_err().code,
-            ErrorCode::BadArgument
-        );
-        assert!(s.put("a", &B64.encode([0u8; 200]), "").is_err());
-        let a = s.begin("a", &sha(b"x"), 1).unwrap();
-        let _b = s.begin("b", &sha(b"x"), 1).unwrap();
-        assert!(
-            s.begin("c", &sha(b"x"), 1).is_err(),
-            "only two uploads may be open"
-        );
-        s.chunk(&a, 0, &B64.encode(b"y")).unwrap();
-        assert!(s.finish(&a).unwrap_err().message.contains("mismatch"));
-    }
-
-    #[test]
-    fn abandoned_uploads_expire() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut opts = StagingOptions::new(dir.path().join("s"));
-        opts.upload_ttl = Duration::from_millis(1);
-        let s = StagingStore::open(opts).unwrap();
-        let id = s.begin("a", &sha(b"x"), 1).unwrap();
-        std::thread::sleep(Duration::from_millis(5));
-        s.evict_expired();
-        assert!(s.chunk(&id, 0, &B64.encode(b"x")).is_err());
-        assert_eq!(
-            std::fs::read_dir(s.dir()).unwrap().count(),
-            0,
-            "the abandoned part file was removed"
-        );
-    }
-
-    #[test]
-    fn a_planted_link_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let elsewhere = tempfile::tempdir().unwrap();
-        std::os::unix::fs::symlink(elsewhere.path(), dir.path().join("staging")).unwrap();
-        assert!(StagingStore::open(StagingOptions::new(dir.path().join("staging"))).is_err());
-    }
-
-    proptest! {
-        #[test]
-        fn sanitized_names_never_escape(name in ".{0,80}") {
-            let safe = sanitize_filename(&name);
-            prop_assert!(!safe.is_empty());
-            prop_assert!(!safe.contains('/') && !safe.contains('\\'));
-            prop_assert!(!safe.starts_with('.'));
-            prop_assert!(!safe.chars().any(char::is_control));
-            prop_assert!(Path::new(&safe).components().count() == 1);
-        }
-    }
-}
+mod tests;

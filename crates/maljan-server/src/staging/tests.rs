@@ -1,0 +1,157 @@
+//! The staging store's unit tests.
+
+use super::*;
+use crate::errors::ErrorCode;
+use base64::engine::general_purpose::STANDARD as B64;
+use proptest::prelude::*;
+
+fn store(max: u64) -> (tempfile::TempDir, Arc<StagingStore>) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = StagingOptions::new(dir.path().join("staging"));
+    opts.max_sample_bytes = max;
+    opts.max_open_uploads = 2;
+    opts.gap_wait = Duration::from_millis(200);
+    (dir, StagingStore::open(opts).unwrap())
+}
+
+fn sha(b: &[u8]) -> String {
+    hex::encode(Sha256::digest(b))
+}
+
+fn mode(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap().mode() & 0o777
+}
+
+#[test]
+fn put_verifies_and_stores_privately() {
+    let (_d, s) = store(1 << 20);
+    let path = s
+        .put(
+            "../../etc/evil.exe",
+            &B64.encode(b"MZ hello"),
+            &sha(b"MZ hello"),
+        )
+        .unwrap();
+    assert!(path.starts_with(s.dir()));
+    assert_eq!(path.file_name().unwrap(), "evil.exe");
+    assert_eq!(std::fs::read(&path).unwrap(), b"MZ hello");
+    assert_eq!(mode(&path), 0o600);
+    assert_eq!(mode(path.parent().unwrap()), 0o700);
+    assert_eq!(mode(s.dir()), 0o700);
+    let err = s.put("x", &B64.encode(b"abc"), &sha(b"abd")).unwrap_err();
+    assert_eq!(err.code, ErrorCode::BadArgument);
+    assert!(err.message.contains("mismatch"));
+    let leftovers: Vec<_> = std::fs::read_dir(s.dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".part"))
+        .collect();
+    assert!(leftovers.is_empty(), "a half-written file stayed visible");
+}
+
+#[test]
+fn chunks_in_order_with_idempotent_repeats_and_gap_errors() {
+    let (_d, s) = store(1 << 20);
+    let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+    let id = s
+        .begin("sample.bin", &sha(&data), data.len() as u64)
+        .unwrap();
+    let parts: Vec<&[u8]> = data.chunks(4096).collect();
+    assert_eq!(s.chunk(&id, 0, &B64.encode(parts[0])).unwrap(), 0);
+    assert_eq!(
+        s.chunk(&id, 0, &B64.encode(parts[0])).unwrap(),
+        0,
+        "a repeated chunk is idempotent"
+    );
+    assert!(
+        s.chunk(&id, 0, &B64.encode(parts[1])).is_err(),
+        "a different chunk 0 is refused"
+    );
+    assert!(
+        s.chunk(&id, 0, &B64.encode(&parts[0][..100])).is_err(),
+        "a shorter chunk 0 is refused"
+    );
+    let gap = s.chunk(&id, 2, &B64.encode(parts[2])).unwrap_err();
+    assert!(gap.message.contains("before chunk 1"), "{}", gap.message);
+    s.chunk(&id, 1, &B64.encode(parts[1])).unwrap();
+    s.chunk(&id, 2, &B64.encode(parts[2])).unwrap();
+    let path = s.finish(&id).unwrap();
+    assert_eq!(std::fs::read(path).unwrap(), data);
+    assert!(s.finish(&id).is_err(), "a finished upload is gone");
+}
+
+/// Two chunks in flight: the one that overtook its predecessor waits for it, and the file
+/// ends up in order.
+#[test]
+fn a_chunk_ahead_of_its_turn_waits_for_the_one_before() {
+    let (_d, s) = store(1 << 20);
+    let data: Vec<u8> = (0..9000u32).map(|i| (i % 241) as u8).collect();
+    let id = s
+        .begin("sample.bin", &sha(&data), data.len() as u64)
+        .unwrap();
+    let parts: Vec<Vec<u8>> = data.chunks(3000).map(<[u8]>::to_vec).collect();
+    let ahead = {
+        let (s, id, part) = (s.clone(), id.clone(), parts[1].clone());
+        std::thread::spawn(move || s.chunk(&id, 1, &B64.encode(part)))
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(s.chunk(&id, 0, &B64.encode(&parts[0])).unwrap(), 0);
+    assert_eq!(ahead.join().unwrap().unwrap(), 1);
+    s.chunk(&id, 2, &B64.encode(&parts[2])).unwrap();
+    assert_eq!(std::fs::read(s.finish(&id).unwrap()).unwrap(), data);
+}
+
+#[test]
+fn bounds_size_open_uploads_and_a_wrong_digest() {
+    let (_d, s) = store(100);
+    assert_eq!(
+        s.begin("a", &sha(b""), 101).unwrap_err().code,
+        ErrorCode::BadArgument
+    );
+    assert!(s.put("a", &B64.encode([0u8; 200]), "").is_err());
+    let a = s.begin("a", &sha(b"x"), 1).unwrap();
+    let _b = s.begin("b", &sha(b"x"), 1).unwrap();
+    assert!(
+        s.begin("c", &sha(b"x"), 1).is_err(),
+        "only two uploads may be open"
+    );
+    s.chunk(&a, 0, &B64.encode(b"y")).unwrap();
+    assert!(s.finish(&a).unwrap_err().message.contains("mismatch"));
+}
+
+#[test]
+fn abandoned_uploads_expire() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut opts = StagingOptions::new(dir.path().join("s"));
+    opts.upload_ttl = Duration::from_millis(1);
+    let s = StagingStore::open(opts).unwrap();
+    let id = s.begin("a", &sha(b"x"), 1).unwrap();
+    std::thread::sleep(Duration::from_millis(5));
+    s.evict_expired();
+    assert!(s.chunk(&id, 0, &B64.encode(b"x")).is_err());
+    assert_eq!(
+        std::fs::read_dir(s.dir()).unwrap().count(),
+        0,
+        "the abandoned part file was removed"
+    );
+}
+
+#[test]
+fn a_planted_link_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), dir.path().join("staging")).unwrap();
+    assert!(StagingStore::open(StagingOptions::new(dir.path().join("staging"))).is_err());
+}
+
+proptest! {
+    #[test]
+    fn sanitized_names_never_escape(name in ".{0,80}") {
+        let safe = sanitize_filename(&name);
+        prop_assert!(!safe.is_empty());
+        prop_assert!(!safe.contains('/') && !safe.contains('\\'));
+        prop_assert!(!safe.starts_with('.'));
+        prop_assert!(!safe.chars().any(char::is_control));
+        prop_assert!(Path::new(&safe).components().count() == 1);
+    }
+}
