@@ -4,10 +4,10 @@
 //! is read one chunk at a time, the next chunk read and encoded while the others are on the wire,
 //! so a 100 MiB sample never sits in memory whole; its sha256 is the one the job computed at start.
 
-use std::io::Read;
+use std::io::{Read, Seek};
 
 use base64::Engine;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use serde_json::{Map, Value, json};
 
 use super::UploadProgress;
@@ -39,12 +39,10 @@ pub async fn upload(
     if !chunked {
         let path = sample.path.clone();
         let size = sample.size;
-        let content =
-            tokio::task::spawn_blocking(move || read_part(std::fs::File::open(path)?, size))
-                .await
-                .map_err(|e| format!("reading the sample: {e}"))?
-                .map_err(|e| format!("reading the sample: {e}"))?
-                .1;
+        let content = tokio::task::spawn_blocking(move || read_part(&path, 0, size))
+            .await
+            .map_err(|e| format!("reading the sample: {e}"))?
+            .map_err(|e| format!("reading the sample: {e}"))?;
         let mut args = obj(json!({"filename": filename, "sha256": sample.sha256}));
         args.insert("content_b64".into(), Value::String(content));
         let summary = json!({"filename": filename, "sha256": sample.sha256, "size": sample.size});
@@ -60,59 +58,32 @@ pub async fn upload(
     let upload_id = returned(&rec, "upload_id")?;
 
     let parts = sample.size.div_ceil(CHUNK_BYTES);
-    let file = std::fs::File::open(&sample.path).map_err(|e| format!("reading the sample: {e}"))?;
-    let read_next = |file: std::fs::File, seq: u64| {
-        let n = CHUNK_BYTES.min(sample.size - seq * CHUNK_BYTES);
-        tokio::task::spawn_blocking(move || read_part(file, n))
-    };
-    let send_chunk = |seq: u64, content: String| {
-        let raw = (content.len() as u64 / 4) * 3 - padding(&content);
-        // Built by hand: json! would copy the 5.6 MB string.
-        let mut args = obj(json!({"upload_id": upload_id, "seq": seq}));
-        args.insert("content_b64".into(), Value::String(content));
-        let summary =
-            json!({"upload_id": upload_id, "seq": seq, "size": raw, "content": "not recorded"});
+    let upload_id = &upload_id;
+    let send_chunk = |seq: u64| {
+        let path = sample.path.clone();
+        let offset = seq * CHUNK_BYTES;
+        let n = CHUNK_BYTES.min(sample.size - offset);
         async move {
+            let content = tokio::task::spawn_blocking(move || read_part(&path, offset, n))
+                .await
+                .map_err(|e| format!("reading the sample: {e}"))?
+                .map_err(|e| format!("reading the sample: {e}"))?;
+            // Built by hand: json! would copy the 5.6 MB string.
+            let mut args = obj(json!({"upload_id": upload_id, "seq": seq}));
+            args.insert("content_b64".into(), Value::String(content));
+            let summary =
+                json!({"upload_id": upload_id, "seq": seq, "size": n, "content": "not recorded"});
             let rec = server.call_staging("put_sample_chunk", args, summary).await;
-            (seq, raw, rec)
+            let acked = answer(&rec)?.get("seq").and_then(Value::as_u64);
+            match acked {
+                Some(a) if a == seq => Ok(n),
+                _ => Err(format!(
+                    "put_sample_chunk {seq} was acknowledged as {acked:?}"
+                )),
+            }
         }
     };
-    // Several chunks in flight: the server decodes one while the next is on the wire, and a
-    // slow link's round trip is paid once, not per chunk. The server keeps them in order.
-    let mut in_flight = futures::stream::FuturesOrdered::new();
-    let mut next = (parts > 0).then(|| read_next(file, 0));
-    let mut sent = 0u64;
-    for seq in 0..parts {
-        let Some(pending) = next.take() else { break };
-        let read = match pending.await {
-            Ok(read) => read.map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
-        };
-        let (file, content) = match read {
-            Ok(part) => part,
-            Err(e) => return Err(settle(in_flight, format!("reading the sample: {e}")).await),
-        };
-        if seq + 1 < parts {
-            next = Some(read_next(file, seq + 1));
-        }
-        in_flight.push_back(send_chunk(seq, content));
-        if in_flight.len() >= CHUNKS_IN_FLIGHT
-            && let Some(done) = in_flight.next().await
-        {
-            match acknowledged(done) {
-                Ok(raw) => sent += raw,
-                Err(e) => return Err(settle(in_flight, e).await),
-            }
-            progress(sent);
-        }
-    }
-    while let Some(done) = in_flight.next().await {
-        match acknowledged(done) {
-            Ok(raw) => sent += raw,
-            Err(e) => return Err(settle(in_flight, e).await),
-        }
-        progress(sent);
-    }
+    send_chunks(parts, CHUNKS_IN_FLIGHT, send_chunk, progress).await?;
     let summary = json!({"upload_id": upload_id});
     let rec = server
         .call_staging("put_sample_finish", obj(summary.clone()), summary)
@@ -120,43 +91,69 @@ pub async fn upload(
     returned(&rec, "path")
 }
 
-/// Lets the calls still in flight finish (each is recorded in the ledger; dropping one would
-/// lose its record) and hands back the first error.
-async fn settle<F: Future>(
-    mut in_flight: futures::stream::FuturesOrdered<F>,
-    error: String,
-) -> String {
-    while in_flight.next().await.is_some() {}
-    error
-}
-
-/// The raw size of an acknowledged chunk, or why it was not.
-fn acknowledged((seq, raw, rec): (u64, u64, CallRecord)) -> Result<u64, String> {
-    let acked = answer(&rec)?.get("seq").and_then(Value::as_u64);
-    if acked != Some(seq) {
-        return Err(format!(
-            "put_sample_chunk {seq} was acknowledged as {acked:?}"
-        ));
+/// Sends chunks `0..parts`, `window` of them in flight, each future reading, sending and checking
+/// one chunk and giving its raw size. Should one fail, the rest in flight are let finish (each is
+/// a ledgered call) and the chunks are sent again one at a time from the first that failed: a
+/// server that keeps DESIGN.md's strict order (a gap is an error) refuses a chunk that overtook
+/// its predecessor, and a chunk sent twice is idempotent. What fails one at a time is the error.
+async fn send_chunks<F, Fut>(
+    parts: u64,
+    window: usize,
+    send: F,
+    progress: impl Fn(u64),
+) -> Result<(), String>
+where
+    F: Fn(u64) -> Fut,
+    Fut: Future<Output = Result<u64, String>>,
+{
+    let mut in_flight = futures::stream::FuturesOrdered::new();
+    let (mut next, mut sent) = (0u64, 0u64);
+    let mut failed_at = None;
+    loop {
+        while failed_at.is_none() && next < parts && in_flight.len() < window.max(1) {
+            let seq = next;
+            in_flight.push_back(send(seq).map(move |r| (seq, r)));
+            next += 1;
+        }
+        let Some((seq, result)) = in_flight.next().await else {
+            break;
+        };
+        match result {
+            Ok(raw) if failed_at.is_none() => {
+                sent += raw;
+                progress(sent);
+            }
+            Ok(_) => {}
+            Err(_) => {
+                failed_at.get_or_insert(seq);
+            }
+        }
     }
-    Ok(raw)
+    let Some(from) = failed_at else {
+        return Ok(());
+    };
+    for seq in from..parts {
+        sent += send(seq).await?;
+        progress(sent);
+    }
+    Ok(())
 }
 
-/// Reads exactly `n` bytes and encodes them; a sample that got shorter since the job hashed it
-/// is an error (the server would refuse its digest anyway; this says why).
-fn read_part(mut file: std::fs::File, n: u64) -> std::io::Result<(std::fs::File, String)> {
+/// Reads exactly `n` bytes at `offset` and encodes them; a sample that got shorter since the job
+/// hashed it is an error (the server would refuse its digest anyway; this says why). Each part
+/// opens the file afresh, so parts in flight never share a cursor.
+fn read_part(path: &std::path::Path, offset: u64, n: u64) -> std::io::Result<String> {
+    let mut file = std::fs::File::open(path)?;
+    file.seek(std::io::SeekFrom::Start(offset))?;
     // Read into spare capacity: zeroing 4 MiB first would cost a pass of its own.
     let mut buf = Vec::with_capacity(n as usize);
-    (&mut file).take(n).read_to_end(&mut buf)?;
+    file.take(n).read_to_end(&mut buf)?;
     if (buf.len() as u64) < n {
         return Err(std::io::Error::other(
             "the sample got shorter since the job started",
         ));
     }
-    Ok((file, base64::engine::general_purpose::STANDARD.encode(&buf)))
-}
-
-fn padding(b64: &str) -> u64 {
-    b64.bytes().rev().take_while(|&b| b == b'=').count() as u64
+    Ok(base64::engine::general_purpose::STANDARD.encode(&buf))
 }
 
 fn obj(v: Value) -> Map<String, Value> {
@@ -191,21 +188,112 @@ fn returned(rec: &CallRecord, field: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::{
+        sync::{Arc, Mutex},
+        time::Duration,
+    };
 
     #[test]
     fn parts_are_read_exactly_and_a_short_file_is_named() {
         let tmp = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(tmp.path(), b"hello world").unwrap();
-        let f = std::fs::File::open(tmp.path()).unwrap();
-        let (f, a) = read_part(f, 5).unwrap();
+        let a = read_part(tmp.path(), 0, 5).unwrap();
         assert_eq!(a, "aGVsbG8=");
-        assert_eq!(a.len() as u64 / 4 * 3 - padding(&a), 5);
-        let (f, b) = read_part(f, 6).unwrap();
+        let b = read_part(tmp.path(), 5, 6).unwrap();
         assert_eq!(
             base64::engine::general_purpose::STANDARD.decode(b).unwrap(),
             b" world"
         );
-        let err = read_part(f, 1).unwrap_err();
+        let err = read_part(tmp.path(), 5, 7).unwrap_err();
         assert!(err.to_string().contains("shorter"), "{err}");
+    }
+
+    /// A server that keeps strict order: a chunk that is not the next one is refused.
+    #[derive(Default)]
+    struct StrictServer {
+        received: Mutex<Vec<u64>>,
+        in_flight: Mutex<(usize, usize)>,
+        attempts: Mutex<Vec<u64>>,
+    }
+
+    impl StrictServer {
+        /// Later chunks travel faster, so in flight they overtake the earlier ones.
+        async fn chunk(&self, seq: u64, parts: u64, broken: Option<u64>) -> Result<u64, String> {
+            self.attempts.lock().unwrap().push(seq);
+            {
+                let mut f = self.in_flight.lock().unwrap();
+                f.0 += 1;
+                f.1 = f.1.max(f.0);
+            }
+            tokio::time::sleep(Duration::from_millis(5 * (parts - seq))).await;
+            self.in_flight.lock().unwrap().0 -= 1;
+            if broken == Some(seq) {
+                return Err(format!("chunk {seq}: disk full"));
+            }
+            let mut received = self.received.lock().unwrap();
+            match received.len() as u64 {
+                n if n == seq => {
+                    received.push(seq);
+                    Ok(10)
+                }
+                n if seq < n => Ok(10),
+                n => Err(format!("chunk {seq} arrived before chunk {n}")),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn chunks_that_overtook_a_strict_server_are_sent_again_in_order() {
+        let server = Arc::new(StrictServer::default());
+        let progress = Mutex::new(Vec::new());
+        let parts = 6;
+        let result = send_chunks(
+            parts,
+            3,
+            |seq| {
+                let s = server.clone();
+                async move { s.chunk(seq, parts, None).await }
+            },
+            |sent| progress.lock().unwrap().push(sent),
+        )
+        .await;
+        assert_eq!(result, Ok(()));
+        assert_eq!(
+            *server.received.lock().unwrap(),
+            (0..parts).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            server.in_flight.lock().unwrap().1,
+            3,
+            "three were in flight"
+        );
+        let progress = progress.into_inner().unwrap();
+        assert!(progress.windows(2).all(|w| w[0] < w[1]), "{progress:?}");
+        assert_eq!(progress.last(), Some(&(10 * parts)));
+        assert!(
+            server.attempts.lock().unwrap().len() > parts as usize,
+            "the overtaking chunks were refused and sent again"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_chunk_that_fails_one_at_a_time_is_the_error() {
+        let server = Arc::new(StrictServer::default());
+        let result = send_chunks(
+            5,
+            3,
+            |seq| {
+                let s = server.clone();
+                async move { s.chunk(seq, 5, Some(3)).await }
+            },
+            |_| {},
+        )
+        .await;
+        assert_eq!(result, Err("chunk 3: disk full".to_string()));
+        assert_eq!(*server.received.lock().unwrap(), vec![0, 1, 2]);
+        assert!(
+            !server.attempts.lock().unwrap().contains(&4),
+            "nothing after the chunk that failed one at a time is sent"
+        );
     }
 }
