@@ -82,55 +82,90 @@ fn main() -> anyhow::Result<()> {
     }
 
     println!(
-        "serve-bench: {calls} sequential calls per figure, {starts} cold starts; medians (p99)"
+        "serve-bench: {calls} sequential calls per figure, {starts} cold starts, servers taken in turn call by call; medians (p99)"
     );
     println!(
         "{:<22} {:>12} {:>12} {:>12} {:>22} {:>22} {:>10}",
         "server", "cold start", "tools/list", "ping", "trivial call", "checksum 1 KiB", "idle RSS"
     );
-    let mut rows = Vec::new();
-    for t in &targets {
-        let mut colds = Vec::new();
-        for _ in 0..starts {
-            let (_d, cold) = Driver::start(&t.argv)?;
-            colds.push(cold);
+    // Every figure is taken round-robin, one call to each server in turn, so a change in the
+    // machine's state (this VM's wake-up latency swings between ~10 and ~80 µs) hits all alike.
+    let round_robin = |drivers: &mut [Driver],
+                       n: usize,
+                       op: &dyn Fn(usize, &mut Driver) -> anyhow::Result<()>|
+     -> Vec<Option<Vec<Duration>>> {
+        let mut times: Vec<Option<Vec<Duration>>> = drivers
+            .iter()
+            .map(|_| Some(Vec::with_capacity(n)))
+            .collect();
+        for _ in 0..n {
+            for (i, d) in drivers.iter_mut().enumerate() {
+                let Some(t) = times[i].as_mut() else { continue };
+                let start = std::time::Instant::now();
+                match op(i, d) {
+                    Ok(()) => t.push(start.elapsed()),
+                    // automation-file's server does not answer ping (-32601): shown as "-".
+                    Err(_) => times[i] = None,
+                }
+            }
         }
-        colds.sort();
-        let (mut d, _) = Driver::start(&t.argv)?;
-        let lists = d.time_n(calls.min(200), |d| {
-            d.request("tools/list", json!({})).map(drop)
-        })?;
-        // automation-file's server does not answer ping (-32601); its column shows "-".
-        let pings = d
-            .time_n(calls, |d| d.request("ping", json!({})).map(drop))
-            .ok();
-        let (tool, targs) = t.trivial.clone();
-        let trivial = d.time_n(calls, |d| d.call(tool, targs.clone()).map(drop))?;
-        let checksum = match &t.checksum {
-            Some((tool, a)) => Some(d.time_n(calls, |d| d.call(tool, a.clone()).map(drop))?),
-            None => None,
+        for t in times.iter_mut().flatten() {
+            t.sort();
+        }
+        times
+    };
+    let mut colds: Vec<Vec<Duration>> = targets.iter().map(|_| Vec::new()).collect();
+    for _ in 0..starts {
+        for (i, t) in targets.iter().enumerate() {
+            let (_d, cold) = Driver::start(&t.argv)?;
+            colds[i].push(cold);
+        }
+    }
+    let mut drivers = targets
+        .iter()
+        .map(|t| Driver::start(&t.argv).map(|(d, _)| d))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let lists = round_robin(&mut drivers, calls.min(200), &|_, d| {
+        d.request("tools/list", json!({})).map(drop)
+    });
+    let pings = round_robin(&mut drivers, calls, &|_, d| {
+        d.request("ping", json!({})).map(drop)
+    });
+    let trivial = round_robin(&mut drivers, calls, &|i, d| {
+        let (tool, args) = &targets[i].trivial;
+        d.call(tool, args.clone()).map(drop)
+    });
+    let checksum = round_robin(&mut drivers, calls, &|i, d| match &targets[i].checksum {
+        Some((tool, args)) => d.call(tool, args.clone()).map(drop),
+        None => anyhow::bail!("no checksum tool"),
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    let mut rows = Vec::new();
+    for (i, t) in targets.iter().enumerate() {
+        colds[i].sort();
+        let rss = drivers[i].rss_kib().unwrap_or(0);
+        let med = |v: &Option<Vec<Duration>>| v.as_ref().map(|v| median(v));
+        let with_p99 = |v: &Option<Vec<Duration>>| {
+            v.as_ref()
+                .map(|v| format!("{} ({})", fmt(median(v)), fmt(p99(v))))
+                .unwrap_or_else(|| "-".into())
         };
-        std::thread::sleep(Duration::from_millis(300));
-        let rss = d.rss_kib().unwrap_or(0);
         println!(
             "{:<22} {:>12} {:>12} {:>12} {:>22} {:>22} {:>7.1} MB",
             t.label,
-            fmt(median(&colds)),
-            fmt(median(&lists)),
-            pings.as_ref().map_or("-".into(), |p| fmt(median(p))),
-            format!("{} ({})", fmt(median(&trivial)), fmt(p99(&trivial))),
-            checksum
-                .as_ref()
-                .map(|c| format!("{} ({})", fmt(median(c)), fmt(p99(c))))
-                .unwrap_or_else(|| "-".into()),
+            fmt(median(&colds[i])),
+            med(&lists[i]).map_or("-".into(), fmt),
+            med(&pings[i]).map_or("-".into(), fmt),
+            with_p99(&trivial[i]),
+            with_p99(&checksum[i]),
             rss as f64 / 1024.0
         );
         rows.push((
             t.label,
-            pings.as_ref().map_or(Duration::ZERO, |p| median(p)),
-            median(&colds),
-            median(&trivial),
-            checksum.map(|c| median(&c)),
+            med(&pings[i]).unwrap_or_default(),
+            median(&colds[i]),
+            med(&trivial[i]).unwrap_or_default(),
+            med(&checksum[i]),
             rss,
         ));
     }
