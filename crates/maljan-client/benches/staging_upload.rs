@@ -284,6 +284,9 @@ fn main() {
         rt.shutdown().await;
         (stage, curl, hashes)
     });
+    let floor: Vec<f64> = (0..runs.max(1))
+        .map(|_| protocol_floor(&sample).as_secs_f64())
+        .collect();
     let load_after = loadavg();
     server.stop();
     let mb = size as f64 / 1e6;
@@ -307,10 +310,44 @@ fn main() {
         s / c,
         h
     );
+    let f = median(floor);
+    let cores = num_cpus() as f64;
+    println!(
+        "  protocol floor (the convention's own CPU work, one core, no I/O): {f:.3} s; \
+         perfectly spread over {cores} cores {:.3} s = {:.2}x curl",
+        f / cores,
+        f / cores / c
+    );
     println!(
         "  load average before: {load_before}   after: {load_after}   cores: {}",
         num_cpus()
     );
+}
+
+/// What the put_sample convention costs before any I/O, on one core: per 4 MiB chunk, base64
+/// encode, serialise the JSON-RPC request, parse it, decode, and the server's sha256. No
+/// implementation of the convention can go under this CPU time; against curl it bounds the ratio.
+fn protocol_floor(sample: &Path) -> Duration {
+    use base64::Engine;
+    use sha2::Digest;
+    let bytes = std::fs::read(sample).unwrap();
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let t = Instant::now();
+    let mut hasher = sha2::Sha256::new();
+    for (seq, chunk) in bytes.chunks(4 * 1024 * 1024).enumerate() {
+        let request = serde_json::json!({"jsonrpc": "2.0", "id": seq, "method": "tools/call",
+            "params": {"name": "put_sample_chunk", "arguments": {
+                "upload_id": "u", "seq": seq, "content_b64": b64.encode(chunk)}}});
+        let wire = serde_json::to_vec(&request).unwrap();
+        let parsed: serde_json::Value = serde_json::from_slice(&wire).unwrap();
+        let text = parsed["params"]["arguments"]["content_b64"]
+            .as_str()
+            .unwrap();
+        let raw = b64.decode(text).unwrap();
+        hasher.update(&raw);
+    }
+    std::hint::black_box(hasher.finalize());
+    t.elapsed()
 }
 
 fn num_cpus() -> usize {
