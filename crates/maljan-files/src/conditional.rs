@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::data::non_negative;
 use crate::{
     Config,
     executor::{ExecOut, run_list},
@@ -122,12 +123,10 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
         move |ctx: ToolContext, a: IfSizeArgs| {
             let c = c.clone();
             async move {
-                if a.bytes_threshold < 0 {
-                    return Err(ToolError::bad_argument("bytes_threshold must be >= 0"));
-                }
+                let threshold = non_negative("bytes_threshold", a.bytes_threshold)?;
                 let path = c.roots.resolve(&a.path)?;
-                let matched = std::fs::metadata(&path)
-                    .is_ok_and(|m| m.is_file() && m.len() > a.bytes_threshold as u64);
+                let matched =
+                    std::fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() > threshold);
                 branch(&c, &ctx, matched, a.then, a.else_).await
             }
         },

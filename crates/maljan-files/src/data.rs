@@ -542,8 +542,13 @@ fn store(
 
 /// automation-file's `limit: int | None`: absent means all, a negative number is refused.
 pub(crate) fn optional_limit(limit: Option<i64>) -> Result<Option<usize>, ToolError> {
-    match limit {
-        Some(n) if n < 0 => Err(ToolError::bad_argument("limit must be >= 0")),
-        n => Ok(n.map(|n| n as usize)),
-    }
+    limit
+        .map(|n| non_negative("limit", n).map(|n| n as usize))
+        .transpose()
+}
+
+/// An integer argument that must not be negative (automation-file's schemas say "integer", so a
+/// negative one passes the schema and is refused here, naming the argument).
+pub(crate) fn non_negative(name: &str, value: i64) -> Result<u64, ToolError> {
+    u64::try_from(value).map_err(|_| ToolError::bad_argument(format!("{name} must be >= 0")))
 }

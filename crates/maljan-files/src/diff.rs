@@ -6,6 +6,7 @@ use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, blocking};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::data::non_negative;
 use crate::{
     Config,
     hashing::{Algorithm, hash_file},
@@ -82,9 +83,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
         move |_ctx, a: DiffFilesArgs| {
             let c = c.clone();
             async move {
-                if a.context < 0 {
-                    return Err(ToolError::bad_argument("context must be >= 0"));
-                }
+                non_negative("context", a.context)?;
                 let left = c.existing_file(&a.left)?;
                 let right = c.existing_file(&a.right)?;
                 blocking(move || {

@@ -14,6 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::data::non_negative;
 use crate::{
     Config,
     hashing::{Algorithm, chunk_size, digests_match, hash_file},
@@ -367,9 +368,7 @@ pub(crate) fn register_trees(reg: &mut Registry, cfg: &Arc<Config>) {
             let c = c.clone();
             async move {
                 let algorithm = Algorithm::parse(&a.algorithm)?;
-                if a.min_size < 0 {
-                    return Err(ToolError::bad_argument("min_size must be >= 0"));
-                }
+                non_negative("min_size", a.min_size)?;
                 if a.sample_bytes <= 0 {
                     return Err(ToolError::bad_argument("sample_bytes must be positive"));
                 }

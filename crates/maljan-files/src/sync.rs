@@ -13,6 +13,7 @@ use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, blocking};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::data::non_negative;
 use crate::{
     Config,
     hashing::{Algorithm, hash_file},
@@ -133,9 +134,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                     ("keep_monthly", a.keep_monthly),
                     ("keep_yearly", a.keep_yearly),
                 ] {
-                    if v < 0 {
-                        return Err(ToolError::bad_argument(format!("{name} must be >= 0")));
-                    }
+                    non_negative(name, v)?;
                 }
                 let dir = c.existing_dir(&a.directory)?;
                 let glob = name_glob(&a.pattern)?;

@@ -11,6 +11,7 @@ use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, blocking, blocki
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::data::non_negative;
 use crate::{
     Config,
     encoding::{codec, decode_text, encode_text, errors_mode},
@@ -323,9 +324,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
         move |_ctx, a: SedArgs| {
             let c = c.clone();
             async move {
-                if a.count < 0 {
-                    return Err(ToolError::bad_argument("count must be >= 0"));
-                }
+                non_negative("count", a.count)?;
                 if a.pattern.is_empty() {
                     return Err(ToolError::bad_argument("pattern must not be empty"));
                 }

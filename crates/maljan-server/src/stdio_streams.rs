@@ -21,35 +21,34 @@ pub(crate) fn open() -> (Reader, Writer, RestoreBlocking) {
     let mut restore = RestoreBlocking(Vec::new());
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
-    let reader: Reader = match kind(stdin.as_fd()) {
-        Kind::Other => Box::new(tokio::io::stdin()),
-        kind => match reactor_reader(stdin.as_fd(), kind) {
-            Ok(r) => {
-                restore.0.push(stdin.as_raw_fd());
-                r
-            }
-            Err(e) => {
-                tracing::debug!("stdin stays on the blocking pool: {e}");
-                Box::new(tokio::io::stdin())
-            }
-        },
+    let reader = on_reactor(stdin.as_fd(), &mut restore, reactor_reader)
+        .unwrap_or_else(|| Box::new(tokio::io::stdin()));
+    let writer = if same_file(stdout.as_fd(), std::io::stderr().as_fd()) {
+        None
+    } else {
+        on_reactor(stdout.as_fd(), &mut restore, reactor_writer)
     };
-    let shares_stderr = same_file(stdout.as_fd(), std::io::stderr().as_fd());
-    let writer: Writer = match kind(stdout.as_fd()) {
-        Kind::Other => Box::new(tokio::io::stdout()),
-        _ if shares_stderr => Box::new(tokio::io::stdout()),
-        kind => match reactor_writer(stdout.as_fd(), kind) {
-            Ok(w) => {
-                restore.0.push(stdout.as_raw_fd());
-                w
-            }
-            Err(e) => {
-                tracing::debug!("stdout stays on the blocking pool: {e}");
-                Box::new(tokio::io::stdout())
-            }
-        },
-    };
+    let writer = writer.unwrap_or_else(|| Box::new(tokio::io::stdout()));
     (reader, writer, restore)
+}
+
+/// `fd` as a stream on the reactor when it is a pipe or a socket; `None` leaves it to tokio's
+/// blocking-pool stream.
+fn on_reactor<T>(
+    fd: BorrowedFd<'_>,
+    restore: &mut RestoreBlocking,
+    stream: fn(OwnedFd, Kind) -> std::io::Result<T>,
+) -> Option<T> {
+    let kind = kind(fd);
+    if kind == Kind::Other {
+        return None;
+    }
+    let made = nonblocking_dup(fd).and_then(|owned| {
+        restore.0.push(fd.as_raw_fd());
+        stream(owned, kind)
+    });
+    made.inspect_err(|e| tracing::debug!("fd {} stays on the blocking pool: {e}", fd.as_raw_fd()))
+        .ok()
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -88,8 +87,7 @@ fn nonblocking_dup(fd: BorrowedFd<'_>) -> std::io::Result<OwnedFd> {
     Ok(owned)
 }
 
-fn reactor_reader(fd: BorrowedFd<'_>, kind: Kind) -> std::io::Result<Reader> {
-    let owned = nonblocking_dup(fd)?;
+fn reactor_reader(owned: OwnedFd, kind: Kind) -> std::io::Result<Reader> {
     Ok(match kind {
         Kind::Pipe => Box::new(tokio::net::unix::pipe::Receiver::from_owned_fd_unchecked(
             owned,
@@ -98,8 +96,7 @@ fn reactor_reader(fd: BorrowedFd<'_>, kind: Kind) -> std::io::Result<Reader> {
     })
 }
 
-fn reactor_writer(fd: BorrowedFd<'_>, kind: Kind) -> std::io::Result<Writer> {
-    let owned = nonblocking_dup(fd)?;
+fn reactor_writer(owned: OwnedFd, kind: Kind) -> std::io::Result<Writer> {
     Ok(match kind {
         Kind::Pipe => Box::new(tokio::net::unix::pipe::Sender::from_owned_fd_unchecked(
             owned,
@@ -167,8 +164,9 @@ mod tests {
     #[tokio::test]
     async fn a_pipe_carries_lines_both_ways_and_gets_its_blocking_mode_back() {
         let (r, w) = pipe();
-        let mut writer = reactor_writer(w.as_fd(), Kind::Pipe).unwrap();
-        let reader = reactor_reader(r.as_fd(), Kind::Pipe).unwrap();
+        let mut restore = RestoreBlocking(Vec::new());
+        let mut writer = on_reactor(w.as_fd(), &mut restore, reactor_writer).unwrap();
+        let reader = on_reactor(r.as_fd(), &mut restore, reactor_reader).unwrap();
         // More than a pipe holds: the write must wait for the reader, not fail with EAGAIN.
         let line = format!("{}\n", "x".repeat(200_000));
         let sent = line.clone();
@@ -182,7 +180,7 @@ mod tests {
         send.await.unwrap();
         let flags = |fd: RawFd| unsafe { libc::fcntl(fd, libc::F_GETFL) };
         assert_ne!(flags(r.as_raw_fd()) & libc::O_NONBLOCK, 0);
-        drop(RestoreBlocking(vec![r.as_raw_fd(), w.as_raw_fd()]));
+        drop(restore);
         assert_eq!(flags(r.as_raw_fd()) & libc::O_NONBLOCK, 0);
         assert_eq!(flags(w.as_raw_fd()) & libc::O_NONBLOCK, 0);
     }
