@@ -2,7 +2,7 @@
 //! Lines. Parquet (FA_parquet_read/_write, FA_csv_to_parquet) is in parquet.rs, behind the cargo
 //! feature `parquet`: the arrow and parquet crates add about half again to this crate's build.
 
-use std::{fs, io::Write, sync::Arc};
+use std::{fs, io::Write, path::Path, sync::Arc};
 
 use maljan_server::{Registry, ToolError, ToolMeta, blocking};
 use schemars::JsonSchema;
@@ -297,15 +297,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                         .map_err(|e| ToolError::tool_failed(e.to_string()))?;
                     let out = String::from_utf8(out)
                         .map_err(|e| ToolError::tool_failed(e.to_string()))?;
-                    write_atomic(
-                        &target,
-                        &a.target,
-                        &encode_text(&out, &a.encoding, "strict")?,
-                    )?;
-                    Ok(RowsOut {
-                        target: show(&target),
-                        rows,
-                    })
+                    write_rows(&target, &a.target, &out, &a.encoding, rows)
                 })
                 .await
             }
@@ -346,15 +338,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                         out.push('\n');
                         rows += 1;
                     }
-                    write_atomic(
-                        &target,
-                        &a.target,
-                        &encode_text(&out, &a.encoding, "strict")?,
-                    )?;
-                    Ok(RowsOut {
-                        target: show(&target),
-                        rows,
-                    })
+                    write_rows(&target, &a.target, &out, &a.encoding, rows)
                 })
                 .await
             }
@@ -487,7 +471,7 @@ pub(crate) fn delimiter(d: &str) -> Result<u8, ToolError> {
 
 /// A CSV file decoded from `encoding` (strictly), ready to read, and its header row.
 pub(crate) fn read_csv(
-    path: &std::path::Path,
+    path: &Path,
     given: &str,
     encoding: &str,
     delimiter: u8,
@@ -523,12 +507,7 @@ fn load(path: &std::path::Path, given: &str, format: Format) -> Result<Value, To
     }
 }
 
-fn store(
-    path: &std::path::Path,
-    given: &str,
-    format: Format,
-    doc: &Value,
-) -> Result<(), ToolError> {
+fn store(path: &Path, given: &str, format: Format, doc: &Value) -> Result<(), ToolError> {
     let text = match format {
         Format::Json => serde_json::to_string_pretty(doc)
             .map(|s| s + "\n")
@@ -541,6 +520,21 @@ fn store(
 }
 
 /// automation-file's `limit: int | None`: absent means all, a negative number is refused.
+/// Writes converted rows to `target` in `encoding` and says how many.
+fn write_rows(
+    target: &Path,
+    given: &str,
+    text: &str,
+    encoding: &str,
+    rows: u64,
+) -> Result<RowsOut, ToolError> {
+    write_atomic(target, given, &encode_text(text, encoding, "strict")?)?;
+    Ok(RowsOut {
+        target: show(target),
+        rows,
+    })
+}
+
 pub(crate) fn optional_limit(limit: Option<i64>) -> Result<Option<usize>, ToolError> {
     limit
         .map(|n| non_negative("limit", n).map(|n| n as usize))
