@@ -24,6 +24,35 @@ fn analyze(home: &Path, cwd: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `maljan analyze SAMPLE --config CONFIG --report REPORT` with a fresh home under `dir`, which
+/// must exit with `code`.
+fn analyze_with_config(
+    dir: &Path,
+    sample: &Path,
+    config: &Path,
+    report: &Path,
+    code: i32,
+) -> Output {
+    let out = analyze(
+        &dir.join("home"),
+        dir,
+        &[
+            sample.to_str().unwrap(),
+            "--config",
+            config.to_str().unwrap(),
+            "--report",
+            report.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 fn report_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
@@ -147,23 +176,7 @@ fn a_remote_analysis_server_from_a_config_file() {
     )
     .unwrap();
     let report = tmp.path().join("out.html");
-    let out = analyze(
-        &tmp.path().join("home"),
-        tmp.path(),
-        &[
-            files["sample.exe"].to_str().unwrap(),
-            "--config",
-            config.to_str().unwrap(),
-            "--report",
-            report.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    analyze_with_config(tmp.path(), &files["sample.exe"], &config, &report, 0);
     let html = std::fs::read_to_string(&report).unwrap();
     assert!(
         html.starts_with("<!DOCTYPE html>"),
@@ -199,23 +212,7 @@ fn a_hanging_server_degrades_the_run_exit_3_and_the_timeout_shows_once() {
     )
     .unwrap();
     let report = tmp.path().join("r.md");
-    let out = analyze(
-        &tmp.path().join("home"),
-        tmp.path(),
-        &[
-            files["sample.exe"].to_str().unwrap(),
-            "--config",
-            config.to_str().unwrap(),
-            "--report",
-            report.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = analyze_with_config(tmp.path(), &files["sample.exe"], &config, &report, 3);
     let md = std::fs::read_to_string(&report).unwrap();
     let rows: Vec<&str> = md.lines().filter(|l| l.contains("`timeout`")).collect();
     assert_eq!(rows.len(), 1, "{md}");
