@@ -3,6 +3,7 @@
 
 use std::{sync::Arc, time::Duration};
 
+use futures::FutureExt;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -153,23 +154,23 @@ impl ToolServer {
         }
         let cancel = ctx.cancellation().clone();
         let timeout = registered.meta.timeout;
-        // The tool runs in its own task so that a panic is contained and cancellation or the
-        // timeout can stop waiting for it at once.
-        let mut task = tokio::spawn((registered.handler)(ctx, args));
+        // The tool's future is polled here, inside `catch_unwind`, so a panic is contained;
+        // cancellation or the timeout stop waiting for it at once by dropping it (blocking work it
+        // handed to the pool sees the token cancelled). Polled first (`biased`): a tool that
+        // finishes on its first poll never arms the timeout's timer.
+        let work = std::panic::AssertUnwindSafe((registered.handler)(ctx, args)).catch_unwind();
         let guard = cancel.clone().drop_guard();
         let result = tokio::select! {
-            joined = &mut task => match joined {
+            biased;
+            finished = work => match finished {
                 Ok(result) => result,
-                Err(e) if e.is_panic() => Err(ToolError::tool_failed(format!(
-                    "the tool panicked: {}", panic_message(e.into_panic())))),
-                Err(e) => Err(ToolError::tool_failed(format!("the tool's task was lost: {e}"))),
+                Err(panic) => Err(ToolError::tool_failed(format!(
+                    "the tool panicked: {}", panic_message(panic)))),
             },
             _ = cancel.cancelled() => {
-                task.abort();
                 Err(ToolError::tool_failed("the call was cancelled").with_remediation("none needed: the caller cancelled it"))
             }
             _ = sleep_or_forever(timeout) => {
-                task.abort();
                 Err(ToolError::timeout(format!(
                     "{tool} did not finish within its timeout of {} s",
                     timeout.map(|t| t.as_secs_f64()).unwrap_or_default()
