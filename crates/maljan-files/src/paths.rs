@@ -184,8 +184,34 @@ pub(crate) fn write_atomic(target: &Path, given: &str, data: &[u8]) -> Result<()
     result.map_err(|e| ToolError::io(given, e))
 }
 
-/// A file's size for choosing where to work on it (`blocking_unless_small`); unknown counts as
-/// big, so the blocking path meets and reports the error.
+/// A file's size for choosing where to work on it (`blocking_unless_small`). Anything but a
+/// regular file counts as big: a FIFO or a device says 0 yet may block or never end, and must
+/// not be read on the runtime's thread; unknown counts as big too, so the blocking path meets
+/// and reports the error.
 pub(crate) fn size_hint(path: &Path) -> u64 {
-    std::fs::metadata(path).map_or(u64::MAX, |m| m.len())
+    std::fs::metadata(path)
+        .ok()
+        .filter(std::fs::Metadata::is_file)
+        .map_or(u64::MAX, |m| m.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_regular_files_count_as_small() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("small.txt");
+        std::fs::write(&file, b"12345").unwrap();
+        assert_eq!(size_hint(&file), 5);
+        let fifo = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        assert_eq!(size_hint(&fifo), u64::MAX, "a FIFO is never read in place");
+        assert_eq!(size_hint(&dir.path().join("missing")), u64::MAX);
+    }
 }
