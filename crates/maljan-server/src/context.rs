@@ -102,7 +102,7 @@ pub const IN_PLACE_BYTES: u64 = 64 * 1024;
 /// [`blocking`], except that work on an input of at most [`IN_PLACE_BYTES`] runs at once on the
 /// calling thread: the hop to the blocking pool and back costs more than reading and hashing
 /// that much (tens of microseconds against a few), and holds the runtime no longer than that.
-/// A panic is still contained: every call runs in its own task (see `ToolServer::invoke`).
+/// A panic is still contained: `ToolServer::invoke` polls every call inside `catch_unwind`.
 pub async fn blocking_unless_small<T, F>(input_bytes: u64, work: F) -> Result<T, ToolError>
 where
     F: FnOnce() -> Result<T, ToolError> + Send + 'static,
