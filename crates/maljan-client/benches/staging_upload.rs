@@ -115,14 +115,6 @@ impl Server {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn write_sample(path: &Path, size: usize) {
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
@@ -243,7 +235,7 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let sample = dir.path().join("sample.bin");
     write_sample(&sample, size);
-    let port = free_port();
+    let port = maljan_testkit::free_port();
     let (server, server_kind) = Server::start(dir.path(), port);
     let rt_tokio = tokio::runtime::Runtime::new().unwrap();
     let load_before = loadavg();

@@ -17,14 +17,6 @@ impl Drop for Killed {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn wait_listening(port: u16) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     while std::time::Instant::now() < deadline {
@@ -40,7 +32,7 @@ fn wait_listening(port: u16) {
 async fn a_remote_analysis_server_over_http_does_the_whole_triage() {
     let dir = tempfile::tempdir().unwrap();
     let corpus = write_corpus(dir.path());
-    let port = free_port();
+    let port = maljan_testkit::free_port();
     let _server = Killed(
         Command::new(maljan())
             .args([
