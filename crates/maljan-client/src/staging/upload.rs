@@ -37,12 +37,7 @@ pub async fn upload(
     };
     progress(0);
     if !chunked {
-        let path = sample.path.clone();
-        let size = sample.size;
-        let content = tokio::task::spawn_blocking(move || read_part(&path, 0, size))
-            .await
-            .map_err(|e| format!("reading the sample: {e}"))?
-            .map_err(|e| format!("reading the sample: {e}"))?;
+        let content = encoded_part(sample, 0, sample.size).await?;
         let mut args = obj(json!({"filename": filename, "sha256": sample.sha256}));
         args.insert("content_b64".into(), Value::String(content));
         let summary = json!({"filename": filename, "sha256": sample.sha256, "size": sample.size});
@@ -60,14 +55,10 @@ pub async fn upload(
     let parts = sample.size.div_ceil(CHUNK_BYTES);
     let upload_id = &upload_id;
     let send_chunk = |seq: u64| {
-        let path = sample.path.clone();
         let offset = seq * CHUNK_BYTES;
         let n = CHUNK_BYTES.min(sample.size - offset);
         async move {
-            let content = tokio::task::spawn_blocking(move || read_part(&path, offset, n))
-                .await
-                .map_err(|e| format!("reading the sample: {e}"))?
-                .map_err(|e| format!("reading the sample: {e}"))?;
+            let content = encoded_part(sample, offset, n).await?;
             // Built by hand: json! would copy the 5.6 MB string.
             let mut args = obj(json!({"upload_id": upload_id, "seq": seq}));
             args.insert("content_b64".into(), Value::String(content));
@@ -137,6 +128,16 @@ where
         progress(sent);
     }
     Ok(())
+}
+
+/// [`read_part`] on the blocking pool, with its error said as the upload says errors.
+async fn encoded_part(sample: &Sample, offset: u64, n: u64) -> Result<String, String> {
+    let path = sample.path.clone();
+    match tokio::task::spawn_blocking(move || read_part(&path, offset, n)).await {
+        Ok(Ok(content)) => Ok(content),
+        Ok(Err(e)) => Err(format!("reading the sample: {e}")),
+        Err(e) => Err(format!("reading the sample: {e}")),
+    }
 }
 
 /// Reads exactly `n` bytes at `offset` and encodes them; a sample that got shorter since the job
