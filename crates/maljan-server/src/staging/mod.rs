@@ -70,7 +70,6 @@ struct Upload {
     filename: String,
     sha256: String,
     size: u64,
-    received: u64,
     /// Where each chunk received ends in the file, by seq: a repeated chunk is compared with
     /// the bytes written there (retries are rare; hashing every chunk for them cost a second
     /// sha256 pass over the whole upload).
@@ -104,6 +103,11 @@ impl OpenUpload {
 }
 
 impl Upload {
+    /// Bytes written so far: where the last chunk ends.
+    fn received(&self) -> u64 {
+        self.chunk_ends.last().copied().unwrap_or(0)
+    }
+
     /// Whether the file holds exactly `bytes` from `start` to `end`.
     fn holds_at(&self, start: u64, end: u64, bytes: &[u8]) -> std::io::Result<bool> {
         use std::os::unix::fs::FileExt;
@@ -247,7 +251,6 @@ impl StagingStore {
             filename: filename.to_string(),
             sha256,
             size,
-            received: 0,
             chunk_ends: Vec::new(),
             hasher: Sha256::new(),
             file,
@@ -331,7 +334,7 @@ impl StagingStore {
             ))
             .with_remediation(format!("send chunk {next} next")));
         }
-        if up.received + bytes.len() as u64 > up.size {
+        if up.received() + bytes.len() as u64 > up.size {
             drop(up);
             self.abort(id);
             return Err(ToolError::bad_argument(
@@ -344,8 +347,7 @@ impl StagingStore {
             return Err(write_error(e));
         }
         up.hasher.update(&bytes);
-        up.received += bytes.len() as u64;
-        let end = up.received;
+        let end = up.received() + bytes.len() as u64;
         up.chunk_ends.push(end);
         up.touched = Instant::now();
         upload.turn.notify_all();
@@ -367,10 +369,11 @@ impl StagingStore {
             let _ = std::fs::remove_file(&up.temp);
             Err(error)
         };
-        if up.received != up.size {
+        if up.received() != up.size {
             let msg = format!(
                 "received {} of {} bytes; the upload was dropped",
-                up.received, up.size
+                up.received(),
+                up.size
             );
             return fail(&up, ToolError::bad_argument(msg));
         }
