@@ -18,7 +18,7 @@ use crate::data::non_negative;
 use crate::{
     Config,
     hashing::{Algorithm, chunk_size, digests_match, hash_file},
-    paths::{io_err, join_inside, show, size_hint, walk_files, write_atomic},
+    paths::{io_err, join_inside, show, walk_files, write_atomic},
 };
 
 pub(crate) fn default_algorithm() -> String {
@@ -93,8 +93,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             async move {
                 let algorithm = Algorithm::parse(&a.algorithm)?;
                 let chunk = chunk_size(a.chunk_size)?;
-                let path = c.existing_file(&a.path)?;
-                blocking_unless_small(size_hint(&path), move || {
+                let (path, size) = c.existing_file_sized(&a.path)?;
+                blocking_unless_small(size, move || {
                     let (digest, size) = hash_file(&path, &a.path, algorithm, chunk, Some(&ctx))?;
                     Ok(ChecksumOut {
                         path: show(&path),
@@ -123,8 +123,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 if a.expected.trim().is_empty() || !a.expected.trim().bytes().all(|b| b.is_ascii_hexdigit()) {
                     return Err(ToolError::bad_argument("expected must be a hex digest"));
                 }
-                let path = c.existing_file(&a.path)?;
-                blocking_unless_small(size_hint(&path), move || {
+                let (path, size) = c.existing_file_sized(&a.path)?;
+                blocking_unless_small(size, move || {
                     let (actual, _) = hash_file(&path, &a.path, algorithm, chunk, Some(&ctx))?;
                     Ok(VerifyOut {
                         path: show(&path),

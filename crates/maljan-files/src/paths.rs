@@ -14,13 +14,26 @@ impl Config {
 
     /// An existing regular file.
     pub(crate) fn existing_file(&self, path: &str) -> Result<PathBuf, ToolError> {
+        self.existing_file_sized(path).map(|(resolved, _)| resolved)
+    }
+
+    /// An existing regular file and its size, from one stat, for choosing where to work on it
+    /// (`blocking_unless_small`). Anything but a regular file counts as big (`u64::MAX`): a FIFO
+    /// or a device says 0 yet may block or never end, and must not be read on the runtime's
+    /// thread; a size that cannot be read counts as big too, so the blocking path meets and
+    /// reports the error.
+    pub(crate) fn existing_file_sized(&self, path: &str) -> Result<(PathBuf, u64), ToolError> {
         let resolved = self.existing(path)?;
-        if resolved.is_dir() {
+        let meta = std::fs::metadata(&resolved).ok();
+        if meta.as_ref().is_some_and(std::fs::Metadata::is_dir) {
             return Err(ToolError::bad_argument(format!(
                 "{path} is a directory, not a file"
             )));
         }
-        Ok(resolved)
+        let size = meta
+            .filter(std::fs::Metadata::is_file)
+            .map_or(u64::MAX, |m| m.len());
+        Ok((resolved, size))
     }
 
     /// An existing directory.
@@ -184,17 +197,6 @@ pub(crate) fn write_atomic(target: &Path, given: &str, data: &[u8]) -> Result<()
     result.map_err(|e| ToolError::io(given, e))
 }
 
-/// A file's size for choosing where to work on it (`blocking_unless_small`). Anything but a
-/// regular file counts as big: a FIFO or a device says 0 yet may block or never end, and must
-/// not be read on the runtime's thread; unknown counts as big too, so the blocking path meets
-/// and reports the error.
-pub(crate) fn size_hint(path: &Path) -> u64 {
-    std::fs::metadata(path)
-        .ok()
-        .filter(std::fs::Metadata::is_file)
-        .map_or(u64::MAX, |m| m.len())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,16 +204,28 @@ mod tests {
     #[test]
     fn only_regular_files_count_as_small() {
         let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            roots: maljan_server::Roots::new([dir.path()]).unwrap(),
+            allow_loopback_downloads: false,
+            watches: Default::default(),
+            params: Default::default(),
+        };
         let file = dir.path().join("small.txt");
         std::fs::write(&file, b"12345").unwrap();
-        assert_eq!(size_hint(&file), 5);
+        let sized = |p: &Path| config.existing_file_sized(p.to_str().unwrap());
+        assert_eq!(sized(&file).unwrap().1, 5);
         let fifo = dir.path().join("fifo");
         let made = std::process::Command::new("mkfifo")
             .arg(&fifo)
             .status()
             .unwrap();
         assert!(made.success());
-        assert_eq!(size_hint(&fifo), u64::MAX, "a FIFO is never read in place");
-        assert_eq!(size_hint(&dir.path().join("missing")), u64::MAX);
+        assert_eq!(
+            sized(&fifo).unwrap().1,
+            u64::MAX,
+            "a FIFO is never read in place"
+        );
+        assert!(sized(dir.path()).is_err(), "a directory is not a file");
+        assert!(sized(&dir.path().join("missing")).is_err());
     }
 }

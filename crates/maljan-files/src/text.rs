@@ -15,7 +15,7 @@ use crate::data::non_negative;
 use crate::{
     Config,
     encoding::{codec, decode_text, encode_text, errors_mode},
-    paths::{io_err, show, size_hint, write_atomic},
+    paths::{io_err, show, write_atomic},
 };
 
 fn default_utf8() -> String {
@@ -295,8 +295,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             let c = c.clone();
             async move {
                 codec(&a.encoding)?;
-                let src = c.existing_file(&a.file_path)?;
-                blocking_unless_small(size_hint(&src), move || {
+                let (src, size) = c.existing_file_sized(&a.file_path)?;
+                blocking_unless_small(size, move || {
                     let raw = fs::read(&src).map_err(io_err(&a.file_path))?;
                     let text = decode_text(&raw, &a.encoding, "strict")?;
                     let mut lines = text.bytes().filter(|&b| b == b'\n').count() as u64;
