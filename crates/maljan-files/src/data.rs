@@ -519,7 +519,6 @@ fn store(path: &Path, given: &str, format: Format, doc: &Value) -> Result<(), To
     write_atomic(path, given, text.as_bytes())
 }
 
-/// automation-file's `limit: int | None`: absent means all, a negative number is refused.
 /// Writes converted rows to `target` in `encoding` and says how many.
 fn write_rows(
     target: &Path,
@@ -535,6 +534,7 @@ fn write_rows(
     })
 }
 
+/// automation-file's `limit: int | None`: absent means all, a negative number is refused.
 pub(crate) fn optional_limit(limit: Option<i64>) -> Result<Option<usize>, ToolError> {
     limit
         .map(|n| non_negative("limit", n).map(|n| n as usize))
