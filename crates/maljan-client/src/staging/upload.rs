@@ -6,7 +6,6 @@
 
 use std::io::{Read, Seek};
 
-use base64::Engine;
 use futures::{FutureExt, StreamExt};
 use serde_json::{Map, Value, json};
 
@@ -154,7 +153,8 @@ fn read_part(path: &std::path::Path, offset: u64, n: u64) -> std::io::Result<Str
             "the sample got shorter since the job started",
         ));
     }
-    Ok(base64::engine::general_purpose::STANDARD.encode(&buf))
+    // SIMD: on a fast link, encoding is a large share of the upload's CPU.
+    Ok(base64_simd::STANDARD.encode_to_string(&buf))
 }
 
 fn obj(v: Value) -> Map<String, Value> {
@@ -189,6 +189,7 @@ fn returned(rec: &CallRecord, field: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine as _;
     use std::{
         sync::{Arc, Mutex},
         time::Duration,

@@ -17,7 +17,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use base64::Engine;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -195,7 +194,7 @@ impl StagingStore {
         Ok((file, path))
     }
 
-    fn put(&self, filename: &str, content_b64: &str, sha256: &str) -> Result<PathBuf, ToolError> {
+    fn put(&self, filename: &str, content_b64: String, sha256: &str) -> Result<PathBuf, ToolError> {
         // Bound the work before decoding: the encoded length tells the decoded size.
         self.check_size(content_b64.len() as u64 / 4 * 3)?;
         let bytes = decode_b64(content_b64)?;
@@ -287,7 +286,7 @@ impl StagingStore {
         }
     }
 
-    fn chunk(&self, id: &str, seq: u64, content_b64: &str) -> Result<u64, ToolError> {
+    fn chunk(&self, id: &str, seq: u64, content_b64: String) -> Result<u64, ToolError> {
         let upload = self.upload(id)?;
         // Decoded before taking the upload: two chunks in flight decode side by side.
         let bytes = decode_b64(content_b64)?;
@@ -346,8 +345,10 @@ impl StagingStore {
             self.abort(id);
             return Err(write_error(e));
         }
+        let start = up.received();
+        start_writeback(&up.file, start, bytes.len() as u64);
         up.hasher.update(&bytes);
-        let end = up.received() + bytes.len() as u64;
+        let end = start + bytes.len() as u64;
         up.chunk_ends.push(end);
         up.touched = Instant::now();
         upload.turn.notify_all();
@@ -395,6 +396,26 @@ impl StagingStore {
     }
 }
 
+/// Starts writing a chunk to disk now, without waiting for it, so the fdatasync that publishing
+/// needs finds little left to do instead of the whole sample (~70 ms for 100 MiB here).
+#[cfg(target_os = "linux")]
+fn start_writeback(file: &File, offset: u64, len: u64) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a plain syscall on a descriptor this upload owns; it only schedules writeback.
+    // A failure only loses the head start: fdatasync still runs before the sample is published.
+    unsafe {
+        libc::sync_file_range(
+            file.as_raw_fd(),
+            offset as libc::off64_t,
+            len as libc::off64_t,
+            libc::SYNC_FILE_RANGE_WRITE,
+        );
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn start_writeback(_file: &File, _offset: u64, _len: u64) {}
+
 fn write_error(e: std::io::Error) -> ToolError {
     if e.raw_os_error() == Some(libc::ENOSPC) {
         ToolError::tool_failed("the staging disk is full")
@@ -404,10 +425,32 @@ fn write_error(e: std::io::Error) -> ToolError {
     }
 }
 
-fn decode_b64(content: &str) -> Result<Vec<u8>, ToolError> {
-    base64::engine::general_purpose::STANDARD
-        .decode(content.trim())
-        .map_err(|e| ToolError::bad_argument(format!("content_b64 is not valid base64: {e}")))
+/// Decodes in the argument's own buffer: no second allocation of a chunk's size, and a SIMD
+/// decoder, because on a fast link decoding is a large share of an upload's CPU.
+fn decode_b64(content: String) -> Result<Vec<u8>, ToolError> {
+    let mut bytes = content.into_bytes();
+    let end = bytes.len()
+        - bytes
+            .iter()
+            .rev()
+            .take_while(|b| b.is_ascii_whitespace())
+            .count();
+    let start = bytes[..end]
+        .iter()
+        .take_while(|b| b.is_ascii_whitespace())
+        .count();
+    let decoded = base64_simd::STANDARD
+        .decode_inplace(&mut bytes[start..end])
+        .map_err(|_| {
+            ToolError::bad_argument(
+                "content_b64 is not valid base64 (standard alphabet, padded, no line breaks)",
+            )
+        })?
+        .len();
+    // decode_inplace wrote the decoded bytes from `start`; move them to the front.
+    bytes.copy_within(start..start + decoded, 0);
+    bytes.truncate(decoded);
+    Ok(bytes)
 }
 
 /// "" means "not given" (Maljan's Python server accepts that on put_sample).
@@ -553,7 +596,7 @@ pub fn register(registry: &mut Registry, store: Arc<StagingStore>) {
         move |_ctx, a: PutArgs| {
             let s = s.clone();
             async move {
-                let path = blocking(move || s.put(&a.filename, &a.content_b64, &a.sha256)).await?;
+                let path = blocking(move || s.put(&a.filename, a.content_b64, &a.sha256)).await?;
                 Ok::<_, ToolError>(StagedPath {
                     path: path.to_string_lossy().into_owned(),
                 })
@@ -582,7 +625,7 @@ pub fn register(registry: &mut Registry, store: Arc<StagingStore>) {
         move |_ctx, a: ChunkArgs| {
             let s = s.clone();
             async move {
-                let seq = blocking(move || s.chunk(&a.upload_id, a.seq, &a.content_b64)).await?;
+                let seq = blocking(move || s.chunk(&a.upload_id, a.seq, a.content_b64)).await?;
                 Ok::<_, ToolError>(ChunkAck { seq })
             }
         },

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::errors::ErrorCode;
+use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use proptest::prelude::*;
 
@@ -28,7 +29,7 @@ fn put_verifies_and_stores_privately() {
     let path = s
         .put(
             "../../etc/evil.exe",
-            &B64.encode(b"MZ hello"),
+            B64.encode(b"MZ hello"),
             &sha(b"MZ hello"),
         )
         .unwrap();
@@ -38,7 +39,7 @@ fn put_verifies_and_stores_privately() {
     assert_eq!(mode(&path), 0o600);
     assert_eq!(mode(path.parent().unwrap()), 0o700);
     assert_eq!(mode(s.dir()), 0o700);
-    let err = s.put("x", &B64.encode(b"abc"), &sha(b"abd")).unwrap_err();
+    let err = s.put("x", B64.encode(b"abc"), &sha(b"abd")).unwrap_err();
     assert_eq!(err.code, ErrorCode::BadArgument);
     assert!(err.message.contains("mismatch"));
     let leftovers: Vec<_> = std::fs::read_dir(s.dir())
@@ -57,24 +58,24 @@ fn chunks_in_order_with_idempotent_repeats_and_gap_errors() {
         .begin("sample.bin", &sha(&data), data.len() as u64)
         .unwrap();
     let parts: Vec<&[u8]> = data.chunks(4096).collect();
-    assert_eq!(s.chunk(&id, 0, &B64.encode(parts[0])).unwrap(), 0);
+    assert_eq!(s.chunk(&id, 0, B64.encode(parts[0])).unwrap(), 0);
     assert_eq!(
-        s.chunk(&id, 0, &B64.encode(parts[0])).unwrap(),
+        s.chunk(&id, 0, B64.encode(parts[0])).unwrap(),
         0,
         "a repeated chunk is idempotent"
     );
     assert!(
-        s.chunk(&id, 0, &B64.encode(parts[1])).is_err(),
+        s.chunk(&id, 0, B64.encode(parts[1])).is_err(),
         "a different chunk 0 is refused"
     );
     assert!(
-        s.chunk(&id, 0, &B64.encode(&parts[0][..100])).is_err(),
+        s.chunk(&id, 0, B64.encode(&parts[0][..100])).is_err(),
         "a shorter chunk 0 is refused"
     );
-    let gap = s.chunk(&id, 2, &B64.encode(parts[2])).unwrap_err();
+    let gap = s.chunk(&id, 2, B64.encode(parts[2])).unwrap_err();
     assert!(gap.message.contains("before chunk 1"), "{}", gap.message);
-    s.chunk(&id, 1, &B64.encode(parts[1])).unwrap();
-    s.chunk(&id, 2, &B64.encode(parts[2])).unwrap();
+    s.chunk(&id, 1, B64.encode(parts[1])).unwrap();
+    s.chunk(&id, 2, B64.encode(parts[2])).unwrap();
     let path = s.finish(&id).unwrap();
     assert_eq!(std::fs::read(path).unwrap(), data);
     assert!(s.finish(&id).is_err(), "a finished upload is gone");
@@ -92,12 +93,12 @@ fn a_chunk_ahead_of_its_turn_waits_for_the_one_before() {
     let parts: Vec<Vec<u8>> = data.chunks(3000).map(<[u8]>::to_vec).collect();
     let ahead = {
         let (s, id, part) = (s.clone(), id.clone(), parts[1].clone());
-        std::thread::spawn(move || s.chunk(&id, 1, &B64.encode(part)))
+        std::thread::spawn(move || s.chunk(&id, 1, B64.encode(part)))
     };
     std::thread::sleep(Duration::from_millis(50));
-    assert_eq!(s.chunk(&id, 0, &B64.encode(&parts[0])).unwrap(), 0);
+    assert_eq!(s.chunk(&id, 0, B64.encode(&parts[0])).unwrap(), 0);
     assert_eq!(ahead.join().unwrap().unwrap(), 1);
-    s.chunk(&id, 2, &B64.encode(&parts[2])).unwrap();
+    s.chunk(&id, 2, B64.encode(&parts[2])).unwrap();
     assert_eq!(std::fs::read(s.finish(&id).unwrap()).unwrap(), data);
 }
 
@@ -108,14 +109,14 @@ fn bounds_size_open_uploads_and_a_wrong_digest() {
         s.begin("a", &sha(b""), 101).unwrap_err().code,
         ErrorCode::BadArgument
     );
-    assert!(s.put("a", &B64.encode([0u8; 200]), "").is_err());
+    assert!(s.put("a", B64.encode([0u8; 200]), "").is_err());
     let a = s.begin("a", &sha(b"x"), 1).unwrap();
     let _b = s.begin("b", &sha(b"x"), 1).unwrap();
     assert!(
         s.begin("c", &sha(b"x"), 1).is_err(),
         "only two uploads may be open"
     );
-    s.chunk(&a, 0, &B64.encode(b"y")).unwrap();
+    s.chunk(&a, 0, B64.encode(b"y")).unwrap();
     assert!(s.finish(&a).unwrap_err().message.contains("mismatch"));
 }
 
@@ -128,7 +129,7 @@ fn abandoned_uploads_expire() {
     let id = s.begin("a", &sha(b"x"), 1).unwrap();
     std::thread::sleep(Duration::from_millis(5));
     s.evict_expired();
-    assert!(s.chunk(&id, 0, &B64.encode(b"x")).is_err());
+    assert!(s.chunk(&id, 0, B64.encode(b"x")).is_err());
     assert_eq!(
         std::fs::read_dir(s.dir()).unwrap().count(),
         0,
@@ -144,7 +145,40 @@ fn a_planted_link_is_refused() {
     assert!(StagingStore::open(StagingOptions::new(dir.path().join("staging"))).is_err());
 }
 
+#[test]
+fn decoding_trims_whitespace_and_refuses_what_is_not_base64() {
+    assert_eq!(decode_b64(" aGVsbG8K\n".into()).unwrap(), b"hello\n");
+    assert_eq!(decode_b64(String::new()).unwrap(), b"");
+    for bad in [
+        "aGVsbG8",
+        "aGV sbG8K",
+        "aGVsbG8K!",
+        "aGVs\nbG8K",
+        "////=",
+        "aGVsbG8K====",
+    ] {
+        let err = decode_b64(bad.into()).unwrap_err();
+        assert_eq!(err.code, ErrorCode::BadArgument, "{bad:?}");
+        assert!(err.message.contains("not valid base64"), "{bad:?}");
+    }
+}
+
 proptest! {
+    /// The in-place SIMD decoder agrees with the reference decoder on every input, valid or not.
+    #[test]
+    fn decoding_agrees_with_the_reference(
+        bytes in proptest::collection::vec(any::<u8>(), 0..300),
+        noise in proptest::option::of((any::<prop::sample::Index>(), any::<u8>())),
+    ) {
+        let mut text = B64.encode(&bytes);
+        if let Some((at, byte)) = noise && !text.is_empty() {
+            let at = at.index(text.len());
+            text.replace_range(at..at + 1, &char::from(byte & 0x7f).to_string());
+        }
+        let reference = B64.decode(text.trim_matches(|c: char| c.is_ascii_whitespace())).ok();
+        prop_assert_eq!(decode_b64(text).ok(), reference);
+    }
+
     #[test]
     fn sanitized_names_never_escape(name in ".{0,80}") {
         let safe = sanitize_filename(&name);
