@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Regenerates crates/maljan/hot-symbols.txt: the functions a `maljan serve` session runs.
+
+A release build links these functions next to each other (crates/maljan/build.rs hands the file
+to the linker as a symbol ordering file). The kernel maps a binary's code 64 KiB at a time around
+each page a process touches, so when start-up and the request path are spread over a 38 MB
+binary a tool server holds ~9 MB of code it barely runs; packed together it holds ~2 MB.
+
+How: each session below runs the release binary under valgrind's callgrind, which lists every
+function that executed; the lists are merged in first-run order. Missing or stale names cost
+nothing but locality (the linker ignores them), so regenerate after a toolchain or dependency
+update, or when the serve path changes much:
+
+    cargo build --release -p maljan --no-default-features
+    python3 scripts/hot-symbols.py target/release/maljan
+
+Needs valgrind and python3 (standard library only). Symbol names carry the crate's build hash,
+which depends on the toolchain, Cargo.lock and the binary's features: build the binary the way
+it will be benchmarked or shipped.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "hot-symbols", "version": "1"},
+    },
+}
+
+
+def call(rid, name, arguments):
+    params = {"name": name, "arguments": arguments}
+    return {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": params}
+
+
+def sessions(work):
+    """The requests of a typical session per server: start-up, listing, calls, and errors."""
+    sample = os.path.join(work, "sample.txt")
+    with open(sample, "w") as f:
+        f.write("line\n" * 200)
+    files = [
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 3, "method": "ping"},
+        call(4, "capabilities", {}),
+        call(5, "FA_line_count", {"file_path": sample}),
+        call(6, "FA_file_checksum", {"path": sample}),
+        call(7, "FA_list_dir", {"dir_path": work}),
+        call(8, "FA_line_count", {"file_path": "/etc/passwd"}),
+        call(9, "FA_line_count", {"file_path": 7}),
+        call(10, "no_such_tool", {}),
+        {"jsonrpc": "2.0", "id": 11, "method": "no/such/method"},
+    ]
+    analysis = [
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 3, "method": "ping"},
+        call(4, "identify_file", {"path": sample}),
+        call(5, "hashes", {"path": sample}),
+    ]
+    return [
+        (["serve", "files", "--root", work], files),
+        (["serve", "analysis", "--root", work], analysis),
+    ]
+
+
+def run_session(binary, args, requests, out):
+    cmd = ["valgrind", "--tool=callgrind", "--demangle=no", "--callgrind-out-file=" + out]
+    proc = subprocess.Popen(
+        cmd + [binary] + args,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+
+    def send(message, answer=True):
+        proc.stdin.write((json.dumps(message) + "\n").encode())
+        proc.stdin.flush()
+        if answer and not proc.stdout.readline():
+            sys.exit(f"hot-symbols: {' '.join(args)} stopped answering")
+
+    send(INIT)
+    send({"jsonrpc": "2.0", "method": "notifications/initialized"}, answer=False)
+    for request in requests:
+        send(request)
+    proc.stdin.close()
+    proc.wait()
+
+
+def executed_functions(callgrind_out, binary):
+    """Function names callgrind saw run inside `binary`, in first-seen order.
+
+    callgrind compresses names: `fn=(12) name` defines id 12 (also on `cfn=` lines), later lines
+    say only `fn=(12)`; objects work the same with `ob=`/`cob=`.
+    """
+    line_re = re.compile(r"^(ob|cob|fn|cfn)=\((\d+)\)(?: (.*))?$")
+    objects, functions, current, seen = {}, {}, None, {}
+    real = os.path.realpath(binary)
+    with open(callgrind_out) as f:
+        for line in f:
+            m = line_re.match(line.rstrip("\n"))
+            if not m:
+                continue
+            kind, ident, name = m.groups()
+            table = objects if kind in ("ob", "cob") else functions
+            if name:
+                table[ident] = name
+            if kind == "ob":
+                current = os.path.realpath(objects[ident])
+            elif kind == "fn" and current == real:
+                # "name'2" is a recursion level of name; "0x…" and "(below main)" are not symbols.
+                symbol = re.sub(r"'\d+$", "", functions[ident])
+                if not symbol.startswith(("0x", "(")):
+                    seen.setdefault(symbol, None)
+    return list(seen)
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: scripts/hot-symbols.py PATH/TO/release/maljan")
+    binary = sys.argv[1]
+    out_path = os.path.join(
+        os.path.dirname(os.path.abspath(__file__)), "..", "crates", "maljan", "hot-symbols.txt"
+    )
+    merged = {}
+    with tempfile.TemporaryDirectory() as work:
+        for n, (args, requests) in enumerate(sessions(work)):
+            out = os.path.join(work, f"callgrind.{n}")
+            run_session(binary, args, requests, out)
+            for name in executed_functions(out, binary):
+                merged.setdefault(name, None)
+    if len(merged) < 100:
+        sys.exit(f"hot-symbols: only {len(merged)} functions seen; is {binary} a maljan binary?")
+    with open(out_path, "w") as f:
+        f.write("".join(name + "\n" for name in merged))
+    print(f"hot-symbols: {len(merged)} functions -> {os.path.normpath(out_path)}")
+
+
+if __name__ == "__main__":
+    main()
