@@ -7,16 +7,18 @@ each page a process touches, so when start-up and the request path are spread ov
 binary a tool server holds ~9 MB of code it barely runs; packed together it holds ~2 MB.
 
 How: each session below runs the release binary under valgrind's callgrind, which lists every
-function that executed; the lists are merged in first-run order. Missing or stale names cost
+function that executed; the lists are merged and sorted. Missing or stale names cost
 nothing but locality (the linker ignores them), so regenerate after a toolchain or dependency
 update, or when the serve path changes much:
 
+    cargo build --release -p maljan && cp target/release/maljan /tmp/maljan-default
     cargo build --release -p maljan --no-default-features
-    python3 scripts/hot-symbols.py target/release/maljan
+    python3 scripts/hot-symbols.py /tmp/maljan-default target/release/maljan
 
-Needs valgrind and python3 (standard library only). Symbol names carry the crate's build hash,
-which depends on the toolchain, Cargo.lock and the binary's features: build the binary the way
-it will be benchmarked or shipped.
+Needs valgrind and python3 (standard library only). Symbol names carry a hash of the crate's
+build, which depends on the toolchain, Cargo.lock and the features, so the list merges the
+default build (what `cargo install` makes) and the build without yara (what the benchmarks
+use); each build's linker uses the names it has.
 """
 
 import json
@@ -124,23 +126,27 @@ def executed_functions(callgrind_out, binary):
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: scripts/hot-symbols.py PATH/TO/release/maljan")
-    binary = sys.argv[1]
+    if len(sys.argv) < 2:
+        sys.exit("usage: scripts/hot-symbols.py RELEASE_MALJAN [RELEASE_MALJAN ...]")
     out_path = os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "..", "crates", "maljan", "hot-symbols.txt"
     )
     merged = {}
-    with tempfile.TemporaryDirectory() as work:
-        for n, (args, requests) in enumerate(sessions(work)):
-            out = os.path.join(work, f"callgrind.{n}")
-            run_session(binary, args, requests, out)
-            for name in executed_functions(out, binary):
-                merged.setdefault(name, None)
-    if len(merged) < 100:
-        sys.exit(f"hot-symbols: only {len(merged)} functions seen; is {binary} a maljan binary?")
+    for binary in sys.argv[1:]:
+        seen = 0
+        with tempfile.TemporaryDirectory() as work:
+            for n, (args, requests) in enumerate(sessions(work)):
+                out = os.path.join(work, f"callgrind.{n}")
+                run_session(binary, args, requests, out)
+                for name in executed_functions(out, binary):
+                    seen += 1
+                    merged.setdefault(name, None)
+        if seen < 100:
+            sys.exit(f"hot-symbols: only {seen} functions seen; is {binary} a maljan binary?")
     with open(out_path, "w") as f:
-        f.write("".join(name + "\n" for name in merged))
+        # Sorted: the order inside the hot block hardly matters (it is mapped whole), and a
+        # sorted list keeps regenerations' diffs to the names that changed.
+        f.write("".join(name + "\n" for name in sorted(merged)))
     print(f"hot-symbols: {len(merged)} functions -> {os.path.normpath(out_path)}")
 
 

@@ -4,9 +4,9 @@
 //! ~9 MB of it resident; packed, ~2 MB. Names the linker does not find are skipped, so a stale
 //! list only costs locality, never correctness.
 //!
-//! Only where the linker is known to take a symbol ordering file: x86_64 Linux with rustc's own
-//! lld (the default since Rust 1.90), and no linker chosen in RUSTFLAGS. MALJAN_SYMBOL_ORDER=0
-//! turns it off.
+//! Only where the linker is known to take these flags: x86_64 Linux (glibc) with rustc's own lld
+//! (the default since Rust 1.90), and no linker chosen in RUSTFLAGS. MALJAN_SYMBOL_ORDER=0 turns
+//! it off.
 
 use std::env;
 use std::path::Path;
@@ -29,6 +29,23 @@ fn main() {
         println!("cargo:rustc-link-arg-bin=maljan=-Wl,--symbol-ordering-file={list}");
         println!("cargo:rustc-link-arg-bin=maljan=-Wl,--no-warn-symbol-ordering");
     }
+    // The position-independent binary's ~90k relative relocations take 1–2 MB as RELA entries,
+    // all read (so resident) at every start; packed as RELR they take kilobytes. The loader
+    // needs glibc 2.36, so only when the binary is built for the glibc it is built on.
+    if var("HOST") == var("TARGET") && host_glibc().is_some_and(|v| v >= (2, 36)) {
+        println!("cargo:rustc-link-arg-bin=maljan=-Wl,-z,pack-relative-relocs");
+    }
+}
+
+/// The glibc this build script runs on, as (major, minor).
+fn host_glibc() -> Option<(u32, u32)> {
+    unsafe extern "C" {
+        fn gnu_get_libc_version() -> *const std::ffi::c_char;
+    }
+    // SAFETY: glibc returns a pointer to a static NUL-terminated string.
+    let text = unsafe { std::ffi::CStr::from_ptr(gnu_get_libc_version()) }.to_str().ok()?;
+    let mut parts = text.split('.').map(|p| p.parse::<u32>().ok());
+    Some((parts.next()??, parts.next()??))
 }
 
 /// The `90` of `rustc 1.90.0 (…)`.
