@@ -43,7 +43,9 @@ fn host_glibc() -> Option<(u32, u32)> {
         fn gnu_get_libc_version() -> *const std::ffi::c_char;
     }
     // SAFETY: glibc returns a pointer to a static NUL-terminated string.
-    let text = unsafe { std::ffi::CStr::from_ptr(gnu_get_libc_version()) }.to_str().ok()?;
+    let text = unsafe { std::ffi::CStr::from_ptr(gnu_get_libc_version()) }
+        .to_str()
+        .ok()?;
     let mut parts = text.split('.').map(|p| p.parse::<u32>().ok());
     Some((parts.next()??, parts.next()??))
 }
