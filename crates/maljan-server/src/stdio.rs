@@ -191,7 +191,7 @@ struct ToolCallLine<'a> {
 
 /// Reads a tool call straight as rmcp's `tools/call` request. rmcp's general reader tries its
 /// ~20 request types in turn (an untagged enum) and builds and drops an error for each miss,
-/// which was the largest share of the server's own CPU per call. The request is still read by
+/// about a tenth of the server's own CPU per call (bench/serve_bench.md). The request is read by
 /// rmcp's own `CallToolRequest` deserializer (`_meta`, progress tokens and all), so the message
 /// is the same one; anything else, or any call it cannot read, takes the general path.
 fn decode_tool_call(line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
