@@ -15,12 +15,15 @@ fn main() {
     println!("cargo:rerun-if-changed=hot-symbols.txt");
     println!("cargo:rerun-if-env-changed=MALJAN_SYMBOL_ORDER");
     let var = |name: &str| env::var(name).unwrap_or_default();
-    let release = var("PROFILE") == "release";
+    if var("PROFILE") != "release" || var("MALJAN_SYMBOL_ORDER") == "0" {
+        return;
+    }
+    // Asking rustc its version spawns a process, so it comes last, and only for release builds.
     let default_linker = var("TARGET") == "x86_64-unknown-linux-gnu"
         && !var("CARGO_ENCODED_RUSTFLAGS").contains("linker")
         && env::var_os("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER").is_none()
         && rustc_minor().is_some_and(|minor| minor >= 90);
-    if !release || !default_linker || var("MALJAN_SYMBOL_ORDER") == "0" {
+    if !default_linker {
         return;
     }
     let list = Path::new(&var("CARGO_MANIFEST_DIR")).join("hot-symbols.txt");
@@ -37,7 +40,9 @@ fn main() {
     }
 }
 
-/// The glibc this build script runs on, as (major, minor).
+/// The glibc this build script runs on, as (major, minor). A build script is compiled for the
+/// host, so on a host without glibc (musl, macOS) the symbol is not even referenced.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn host_glibc() -> Option<(u32, u32)> {
     unsafe extern "C" {
         fn gnu_get_libc_version() -> *const std::ffi::c_char;
@@ -48,6 +53,11 @@ fn host_glibc() -> Option<(u32, u32)> {
         .ok()?;
     let mut parts = text.split('.').map(|p| p.parse::<u32>().ok());
     Some((parts.next()??, parts.next()??))
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn host_glibc() -> Option<(u32, u32)> {
+    None
 }
 
 /// The `90` of `rustc 1.90.0 (…)`.

@@ -426,16 +426,8 @@ fn write_error(e: std::io::Error) -> ToolError {
 /// decoder, because on a fast link decoding is a large share of an upload's CPU.
 fn decode_b64(content: String) -> Result<Vec<u8>, ToolError> {
     let mut bytes = content.into_bytes();
-    let end = bytes.len()
-        - bytes
-            .iter()
-            .rev()
-            .take_while(|b| b.is_ascii_whitespace())
-            .count();
-    let start = bytes[..end]
-        .iter()
-        .take_while(|b| b.is_ascii_whitespace())
-        .count();
+    let start = bytes.len() - bytes.trim_ascii_start().len();
+    let end = start + bytes[start..].trim_ascii_end().len();
     let decoded = base64_simd::STANDARD
         .decode_inplace(&mut bytes[start..end])
         .map_err(|_| {
