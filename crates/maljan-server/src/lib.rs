@@ -30,7 +30,8 @@ pub mod roots;
 pub mod server;
 pub mod staging;
 pub mod stdio;
-mod stdio_streams;
+mod stdio_direct;
+mod stdio_lines;
 
 pub use context::{ProgressSink, ToolContext, blocking, blocking_unless_small};
 pub use errors::{ErrorCode, ToolError};

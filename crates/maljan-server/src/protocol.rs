@@ -108,7 +108,7 @@ impl ServerHandler for McpHandler {
 /// A result carries its JSON as text (for every client) and, when it is an object, as
 /// structuredContent too. Error results carry only the text: their shape is not the tool's
 /// outputSchema, and clients validate structuredContent against it.
-fn tool_result(outcome: CallOutcome) -> CallToolResult {
+pub(crate) fn tool_result(outcome: CallOutcome) -> CallToolResult {
     let text = match &outcome.value {
         Value::String(s) => s.clone(),
         other => other.to_string(),

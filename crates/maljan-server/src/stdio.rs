@@ -1,25 +1,45 @@
-//! Newline-delimited JSON-RPC on stdin/stdout, as an rmcp transport that keeps serving through
-//! bad input. rmcp's own codec answers a malformed line with nothing and drops long lines silently;
-//! JSON-RPC says a parse error gets `-32700` with `"id": null`, and a client deserves to hear why
-//! its message was refused. So framing and first-stage decoding live here; every message that
-//! decodes goes to rmcp unchanged.
+//! Newline-delimited JSON-RPC on stdin/stdout, in front of rmcp.
+//!
+//! Framing and first-stage decoding live here: rmcp's own codec answers a malformed line with
+//! nothing and drops long lines silently, while JSON-RPC says a parse error gets `-32700` with
+//! `"id": null`, and a client deserves to hear why its message was refused. Plain tool calls and
+//! pings are answered here too (`stdio_direct`); every other message goes to rmcp unchanged.
+//!
+//! On this process's stdin, lines are read by a thread of their own with blocking reads, and
+//! replies are written with blocking writes. A reader asleep in `read` on a pipe is woken
+//! directly by the writer; one asleep in the reactor's `epoll_wait` pays a wake-up that cost
+//! 30–70 µs more per message on the VMs measured (bench/serve_bench.md). Any other byte stream
+//! (`serve_io`) is read by a task on the runtime.
 
-use std::{borrow::Cow, sync::Arc};
+use std::{
+    borrow::Cow,
+    io::{BufReader, Write},
+    os::fd::AsFd,
+    sync::Arc,
+};
 
 use rmcp::{
     RoleServer,
     model::{
-        CallToolRequest, ClientRequest, JsonRpcMessage, JsonRpcRequest, JsonRpcVersion2_0,
-        RequestId,
+        CallToolRequest, ClientNotification, ClientRequest, JsonRpcMessage, JsonRpcNotification,
+        JsonRpcRequest, JsonRpcVersion2_0, RequestId, RequestMetaObject,
     },
     service::{RxJsonRpcMessage, TxJsonRpcMessage},
     transport::Transport,
 };
 use serde::Deserialize;
 use serde_json::{Value, json, value::RawValue};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::{
+    io::{AsyncRead, AsyncWrite, AsyncWriteExt},
+    sync::mpsc,
+};
 
-use crate::{protocol::McpHandler, server::ToolServer};
+use crate::{
+    protocol::McpHandler,
+    server::ToolServer,
+    stdio_direct::{DirectCalls, LineSink, Sink},
+    stdio_lines::{AsyncLines, BlockingLines, Line},
+};
 
 /// Options for serving on stdio.
 #[derive(Debug, Clone)]
@@ -39,11 +59,40 @@ impl Default for StdioOptions {
 
 /// Serves `server` on this process's stdin/stdout until stdin closes.
 pub async fn serve_stdio(server: Arc<ToolServer>, options: StdioOptions) -> anyhow::Result<()> {
-    let (reader, writer, _restore) = crate::stdio_streams::open();
-    serve_io(server, reader, writer, options).await
+    let sink: Sink = Arc::new(Stdout);
+    let (to_rmcp, incoming) = mpsc::unbounded_channel();
+    let stdin = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
+    let mut front = Frontend::new(server.clone(), sink.clone(), options.max_line_bytes);
+    let runtime = tokio::runtime::Handle::current();
+    std::thread::Builder::new()
+        .name("maljan-stdin".into())
+        .spawn(move || {
+            let mut lines = BlockingLines::new(
+                BufReader::with_capacity(256 * 1024, stdin),
+                options.max_line_bytes,
+            );
+            loop {
+                let line = match lines.next() {
+                    Ok(Line::Eof) => break,
+                    Ok(line) => line,
+                    Err(e) => {
+                        tracing::warn!("stdin failed: {e}");
+                        break;
+                    }
+                };
+                let _in_runtime = runtime.enter();
+                if let Some(message) = front.line(line)
+                    && to_rmcp.send(message).is_err()
+                {
+                    break;
+                }
+            }
+            runtime.block_on(front.finish());
+        })?;
+    serve_rmcp(server, LineTransport { incoming, sink }).await
 }
 
-/// Serves `server` on any byte stream pair (stdio, a pipe, a socket; tests use duplex streams).
+/// Serves `server` on any byte stream pair (a pipe, a socket; tests use duplex streams).
 pub async fn serve_io<R, W>(
     server: Arc<ToolServer>,
     reader: R,
@@ -54,12 +103,42 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
+    let (to_writer, outgoing) = mpsc::unbounded_channel();
+    let written = tokio::spawn(write_lines(outgoing, writer));
+    let sink: Sink = Arc::new(ToWriter(to_writer));
+    let (to_rmcp, incoming) = mpsc::unbounded_channel();
+    let mut front = Frontend::new(server.clone(), sink.clone(), options.max_line_bytes);
+    tokio::spawn(async move {
+        let mut lines = AsyncLines::new(reader, options.max_line_bytes);
+        loop {
+            let line = match lines.next().await {
+                Ok(Line::Eof) => break,
+                Ok(line) => line,
+                Err(e) => {
+                    tracing::warn!("input failed: {e}");
+                    break;
+                }
+            };
+            if let Some(message) = front.line(line)
+                && to_rmcp.send(message).is_err()
+            {
+                break;
+            }
+        }
+        front.finish().await;
+    });
+    serve_rmcp(server, LineTransport { incoming, sink }).await?;
+    // Every sender is gone once rmcp and the reader are done: the writer drains and stops.
+    let _ = written.await;
+    Ok(())
+}
+
+async fn serve_rmcp(server: Arc<ToolServer>, transport: LineTransport) -> anyhow::Result<()> {
     tracing::info!(
         server = server.name(),
         tools = server.listed_tools().count(),
         "serving on stdio"
     );
-    let transport = LineTransport::new(reader, writer, options.max_line_bytes);
     match rmcp::serve_server(McpHandler::new(server), transport).await {
         Ok(running) => {
             running.waiting().await?;
@@ -70,40 +149,46 @@ where
     Ok(())
 }
 
-struct LineTransport<R, W> {
-    lines: LineReader<R>,
-    writer: Arc<tokio::sync::Mutex<W>>,
-    /// rmcp ends a session whose first message is not a request; until a request has been
-    /// passed on, stray notifications and responses are dropped here (they need no answer).
-    request_seen: bool,
-}
+/// This process's stdout. std's lock keeps each line whole; a write waits while the client is
+/// not reading (a pipe full of answers is the client's to drain).
+struct Stdout;
 
-impl<R: AsyncRead + Unpin, W: AsyncWrite + Unpin> LineTransport<R, W> {
-    fn new(reader: R, writer: W, max_line_bytes: usize) -> Self {
-        Self {
-            lines: LineReader::new(reader, max_line_bytes),
-            writer: Arc::new(tokio::sync::Mutex::new(writer)),
-            request_seen: false,
-        }
-    }
-
-    /// Writes an error reply rmcp never saw. `&mut self` keeps the future `Send` (the reader
-    /// half need not be `Sync`).
-    async fn write_raw(&mut self, value: Value) {
-        let mut line = value.to_string().into_bytes();
-        line.push(b'\n');
-        let mut w = self.writer.lock().await;
-        if w.write_all(&line).await.is_ok() {
-            let _ = w.flush().await;
+impl LineSink for Stdout {
+    fn send_line(&self, line: Vec<u8>) {
+        let mut out = std::io::stdout().lock();
+        if let Err(e) = out.write_all(&line).and_then(|()| out.flush()) {
+            tracing::debug!("stdout closed: {e}");
         }
     }
 }
 
-impl<R, W> Transport<RoleServer> for LineTransport<R, W>
-where
-    R: AsyncRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
-{
+/// Lines for a writer task (an async writer cannot be written from a blocking caller).
+struct ToWriter(mpsc::UnboundedSender<Vec<u8>>);
+
+impl LineSink for ToWriter {
+    fn send_line(&self, line: Vec<u8>) {
+        let _ = self.0.send(line);
+    }
+}
+
+async fn write_lines<W: AsyncWrite + Unpin>(
+    mut lines: mpsc::UnboundedReceiver<Vec<u8>>,
+    mut writer: W,
+) {
+    while let Some(line) = lines.recv().await {
+        if writer.write_all(&line).await.is_err() || writer.flush().await.is_err() {
+            break;
+        }
+    }
+}
+
+/// rmcp's side of the session: the messages the front end passed on, and the sink for its own.
+struct LineTransport {
+    incoming: mpsc::UnboundedReceiver<RxJsonRpcMessage<RoleServer>>,
+    sink: Sink,
+}
+
+impl Transport<RoleServer> for LineTransport {
     type Error = std::io::Error;
 
     fn name() -> Cow<'static, str> {
@@ -114,57 +199,153 @@ where
         &mut self,
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let writer = self.writer.clone();
-        async move {
-            let mut line = serde_json::to_vec(&item).map_err(std::io::Error::other)?;
-            line.push(b'\n');
-            let mut w = writer.lock().await;
-            w.write_all(&line).await?;
-            w.flush().await
-        }
+        crate::stdio_direct::send(&*self.sink, &item);
+        std::future::ready(Ok(()))
     }
 
+    /// Cancel-safe: a message is either still in the channel or returned.
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
-        loop {
-            let line = match self.lines.next().await {
-                Ok(Line::Message(line)) => line,
-                Ok(Line::TooLong(len)) => {
-                    tracing::warn!(bytes = len, "refused a message over the size limit");
-                    let max = self.lines.max;
-                    self.write_raw(error_response(
-                        Value::Null,
-                        -32600,
-                        &format!("message of {len} bytes exceeds the limit of {max} bytes"),
-                    ))
-                    .await;
-                    continue;
-                }
-                Ok(Line::Eof) => return None,
-                Err(e) => {
-                    tracing::warn!("stdin failed: {e}");
-                    return None;
-                }
-            };
-            if line.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            match decode(&line) {
-                Decoded::Message(message) => {
-                    let is_request = matches!(*message, RxJsonRpcMessage::<RoleServer>::Request(_));
-                    if !is_request && !self.request_seen {
-                        continue;
-                    }
-                    self.request_seen |= is_request;
-                    return Some(*message);
-                }
-                Decoded::Reply(reply) => self.write_raw(reply).await,
-                Decoded::Ignore => {}
-            }
-        }
+        self.incoming.recv().await
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
-        self.writer.lock().await.flush().await
+        Ok(())
+    }
+}
+
+/// Reads each line before rmcp does: answers what cannot be served, takes plain calls and pings,
+/// and passes on the rest.
+struct Frontend {
+    direct: DirectCalls,
+    sink: Sink,
+    max_line_bytes: usize,
+    /// rmcp ends a session whose first message is not a request; until a request has been
+    /// passed on, stray notifications and responses are dropped here (they need no answer).
+    request_seen: bool,
+    /// Set once the client has sent notifications/initialized: from then on plain tool calls
+    /// and pings are answered by `direct`.
+    initialized: bool,
+}
+
+impl Frontend {
+    fn new(server: Arc<ToolServer>, sink: Sink, max_line_bytes: usize) -> Self {
+        Self {
+            direct: DirectCalls::new(server, sink.clone()),
+            sink,
+            max_line_bytes,
+            request_seen: false,
+            initialized: false,
+        }
+    }
+
+    /// The message for rmcp in `line`, if any. Must run inside the runtime's context.
+    fn line(&mut self, line: Line) -> Option<RxJsonRpcMessage<RoleServer>> {
+        let line = match line {
+            Line::Message(line) => line,
+            Line::TooLong(len) => {
+                tracing::warn!(bytes = len, "refused a message over the size limit");
+                let max = self.max_line_bytes;
+                self.write_raw(error_response(
+                    Value::Null,
+                    -32600,
+                    &format!("message of {len} bytes exceeds the limit of {max} bytes"),
+                ));
+                return None;
+            }
+            Line::Eof => return None,
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return None;
+        }
+        match decode(&line) {
+            Decoded::Message(message) => {
+                let message = self.route(*message)?;
+                let is_request = matches!(message, RxJsonRpcMessage::<RoleServer>::Request(_));
+                if !is_request && !self.request_seen {
+                    return None;
+                }
+                self.request_seen |= is_request;
+                Some(message)
+            }
+            Decoded::Reply(reply) => {
+                self.write_raw(reply);
+                None
+            }
+            Decoded::Ignore => None,
+        }
+    }
+
+    /// The message for rmcp, or `None` when it was answered here.
+    fn route(
+        &mut self,
+        message: RxJsonRpcMessage<RoleServer>,
+    ) -> Option<RxJsonRpcMessage<RoleServer>> {
+        match message {
+            JsonRpcMessage::Request(JsonRpcRequest {
+                id,
+                request: ClientRequest::CallToolRequest(call),
+                ..
+            }) if self.initialized => {
+                let (id, call) = self.direct.run(id, call)?;
+                Some(JsonRpcMessage::Request(JsonRpcRequest::new(
+                    id,
+                    ClientRequest::CallToolRequest(call),
+                )))
+            }
+            JsonRpcMessage::Request(JsonRpcRequest {
+                id,
+                request: ClientRequest::PingRequest(ping),
+                ..
+            }) if self.initialized
+                && ping
+                    .extensions
+                    .get::<RequestMetaObject>()
+                    .is_none_or(|m| m.protocol_version().is_none()) =>
+            {
+                let id = self.direct.ping(id)?;
+                Some(JsonRpcMessage::Request(JsonRpcRequest::new(
+                    id,
+                    ClientRequest::PingRequest(ping),
+                )))
+            }
+            JsonRpcMessage::Request(JsonRpcRequest {
+                request: ClientRequest::InitializeRequest(ref init),
+                ..
+            }) => {
+                self.direct.client_asked(&init.params.protocol_version);
+                Some(message)
+            }
+            JsonRpcMessage::Notification(JsonRpcNotification {
+                notification: ClientNotification::InitializedNotification(_),
+                ..
+            }) => {
+                self.initialized = true;
+                Some(message)
+            }
+            JsonRpcMessage::Notification(JsonRpcNotification {
+                notification: ClientNotification::CancelledNotification(ref note),
+                ..
+            }) if note
+                .params
+                .request_id
+                .as_ref()
+                .is_some_and(|id| self.direct.cancel(id)) =>
+            {
+                None
+            }
+            other => Some(other),
+        }
+    }
+
+    /// Writes an error reply rmcp never saw.
+    fn write_raw(&self, value: Value) {
+        let mut line = value.to_string().into_bytes();
+        line.push(b'\n');
+        self.sink.send_line(line);
+    }
+
+    async fn finish(&mut self) {
+        self.direct.finish().await;
     }
 }
 
@@ -288,76 +469,6 @@ fn decode(line: &[u8]) -> Decoded {
     }
 }
 
-enum Line {
-    Message(Vec<u8>),
-    TooLong(usize),
-    Eof,
-}
-
-/// Reads lines without ever holding more than `max` bytes of one: an over-long line is skipped
-/// to its newline and reported with its length.
-///
-/// Cancel-safe: rmcp polls `receive` inside a `select!` and drops it whenever another event
-/// wins, so a line that arrives in several reads is kept here between polls, never in the
-/// future's locals.
-struct LineReader<R> {
-    inner: BufReader<R>,
-    max: usize,
-    /// The line read so far (empty once it is over `max`).
-    partial: Vec<u8>,
-    /// Its length so far, counting bytes dropped once it went over `max`.
-    seen: usize,
-}
-
-impl<R: AsyncRead + Unpin> LineReader<R> {
-    fn new(reader: R, max: usize) -> Self {
-        Self {
-            inner: BufReader::with_capacity(256 * 1024, reader),
-            max,
-            partial: Vec::new(),
-            seen: 0,
-        }
-    }
-
-    async fn next(&mut self) -> std::io::Result<Line> {
-        loop {
-            let buf = self.inner.fill_buf().await?;
-            if buf.is_empty() {
-                return Ok(if self.seen == 0 {
-                    Line::Eof
-                } else {
-                    self.take_line()
-                });
-            }
-            let (chunk, found) = match memchr::memchr(b'\n', buf) {
-                Some(i) => (&buf[..i], Some(i + 1)),
-                None => (buf, None),
-            };
-            self.seen += chunk.len();
-            if self.seen <= self.max {
-                self.partial.extend_from_slice(chunk);
-            } else if !self.partial.is_empty() {
-                self.partial = Vec::new();
-            }
-            let consumed = found.unwrap_or(chunk.len());
-            self.inner.consume(consumed);
-            if found.is_some() {
-                return Ok(self.take_line());
-            }
-        }
-    }
-
-    fn take_line(&mut self) -> Line {
-        let seen = std::mem::take(&mut self.seen);
-        let line = std::mem::take(&mut self.partial);
-        if seen > self.max {
-            Line::TooLong(seen)
-        } else {
-            Line::Message(line)
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -456,29 +567,6 @@ mod tests {
             };
             let _ = decode(line.as_bytes());
         }
-    }
-
-    #[tokio::test]
-    async fn long_lines_are_skipped_to_their_newline() {
-        let input = format!("{}\n{{}}\nlast", "x".repeat(100));
-        let mut r = LineReader::new(input.as_bytes(), 10);
-        assert!(matches!(r.next().await.unwrap(), Line::TooLong(100)));
-        assert!(matches!(r.next().await.unwrap(), Line::Message(m) if m == b"{}"));
-        assert!(matches!(r.next().await.unwrap(), Line::Message(m) if m == b"last"));
-        assert!(matches!(r.next().await.unwrap(), Line::Eof));
-    }
-
-    /// A line that arrives in pieces survives its `next()` being dropped between them (rmcp
-    /// drops it whenever another event wins its `select!`).
-    #[tokio::test]
-    async fn a_line_in_pieces_survives_a_dropped_read() {
-        let (mut tx, rx) = tokio::io::duplex(64);
-        let mut r = LineReader::new(rx, 1 << 20);
-        tx.write_all(b"{\"first\":").await.unwrap();
-        let dropped = tokio::time::timeout(std::time::Duration::from_millis(50), r.next()).await;
-        assert!(dropped.is_err(), "no newline yet, so no line");
-        tx.write_all(b"1}\n").await.unwrap();
-        assert!(matches!(r.next().await.unwrap(), Line::Message(m) if m == b"{\"first\":1}"));
     }
 
     #[test]

@@ -388,3 +388,41 @@ async fn stateless_discover_is_answered() {
     let init = p.request(2, "initialize", init_params("2025-06-18")).await;
     assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
 }
+
+/// A plain call is answered beside rmcp; one that asks for progress goes through rmcp. Both must
+/// answer the same bytes, results and errors alike.
+#[tokio::test]
+async fn direct_calls_answer_exactly_as_rmcp_does() {
+    let mut p = Peer::initialized("2025-06-18").await;
+    let cases = [
+        ("add", json!({"a": 2, "b": 40})),
+        ("add", json!({"a": "two"})),
+        ("missing", json!({})),
+        ("boom", json!({})),
+        ("capabilities", json!({})),
+    ];
+    let mut id = 100;
+    for (tool, args) in cases {
+        id += 2;
+        let direct = p.call(id, tool, args.clone()).await;
+        let params = json!({"name": tool, "arguments": args, "_meta": {"progressToken": id}});
+        let (via_rmcp, notes) = {
+            p.send(json!({"jsonrpc":"2.0","id":id + 1,"method":"tools/call","params":params}))
+                .await;
+            p.response(id + 1).await
+        };
+        assert!(notes.is_empty(), "{notes:?}");
+        assert_eq!(direct["id"], id);
+        assert_eq!(direct["result"], via_rmcp["result"], "{tool}");
+    }
+    p.assert_quiet().await;
+}
+
+#[tokio::test]
+async fn a_call_still_running_at_end_of_input_is_answered() {
+    let mut p = Peer::initialized("2025-06-18").await;
+    p.send(json!({"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"sleep","arguments":{"ms":300}}})).await;
+    p.tx.shutdown().await.unwrap();
+    let (r, _) = p.response(1).await;
+    assert_eq!(tool_json(&r), "slept 300 ms");
+}
