@@ -3,7 +3,7 @@
 //! `tools/list` derives each tool's JSON Schema from its argument type, so the schema and the
 //! validation that runs before the tool (deserialising into that same type) can never disagree.
 
-use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
+use std::{collections::HashMap, future::Future, pin::Pin, sync::Arc, time::Duration};
 
 use schemars::JsonSchema;
 use serde::{Serialize, de::DeserializeOwned};
@@ -109,6 +109,8 @@ impl std::fmt::Debug for RegisteredTool {
 #[derive(Clone, Default, Debug)]
 pub struct Registry {
     tools: Vec<RegisteredTool>,
+    /// Position of each tool by name: a call looks its tool up several times, among ~100.
+    by_name: HashMap<String, usize>,
 }
 
 impl Registry {
@@ -145,13 +147,19 @@ impl Registry {
                 })
             })
         });
-        self.tools.push(RegisteredTool {
+        self.push(RegisteredTool {
             meta,
             input_schema: input_schema_for::<A>(),
             output_schema: output_schema_for::<O>(),
             handler: erased,
         });
         self
+    }
+
+    fn push(&mut self, tool: RegisteredTool) {
+        self.by_name
+            .insert(tool.meta.name.clone(), self.tools.len());
+        self.tools.push(tool);
     }
 
     /// Adds every tool of another registry.
@@ -162,7 +170,7 @@ impl Registry {
                 "tool {} registered twice",
                 tool.meta.name
             );
-            self.tools.push(tool);
+            self.push(tool);
         }
         self
     }
@@ -170,11 +178,14 @@ impl Registry {
     /// Keeps only the tools for which `keep` is true.
     pub fn retain(&mut self, keep: impl Fn(&ToolMeta) -> bool) -> &mut Self {
         self.tools.retain(|t| keep(&t.meta));
+        self.by_name = (self.tools.iter().enumerate())
+            .map(|(i, t)| (t.meta.name.clone(), i))
+            .collect();
         self
     }
 
     pub fn get(&self, name: &str) -> Option<&RegisteredTool> {
-        self.tools.iter().find(|t| t.meta.name == name)
+        self.by_name.get(name).map(|&i| &self.tools[i])
     }
 
     pub fn tools(&self) -> &[RegisteredTool] {

@@ -43,6 +43,10 @@ impl Roots {
 
     /// Resolves a path that must already exist (`no_such_file` otherwise).
     pub fn existing(&self, path: &str) -> Result<PathBuf, ToolError> {
+        // The usual case takes one realpath, which both resolves the path and proves it exists.
+        if let Ok(resolved) = std::fs::canonicalize(self.absolute(path)?) {
+            return self.confine(path, resolved);
+        }
         let resolved = self.resolve(path)?;
         if std::fs::symlink_metadata(&resolved).is_err() {
             return Err(ToolError::no_such_file(format!(
@@ -56,6 +60,14 @@ impl Roots {
     /// resolved physically; the rest is normalised lexically, which is sound because a component that
     /// does not exist cannot be a symlink.
     pub fn resolve(&self, path: &str) -> Result<PathBuf, ToolError> {
+        let resolved =
+            resolve_physically(&self.absolute(path)?).map_err(|e| ToolError::io(path, e))?;
+        self.confine(path, resolved)
+    }
+
+    /// `path` made absolute (relative paths are taken from the first root), once it is known to
+    /// be a path at all.
+    fn absolute(&self, path: &str) -> Result<PathBuf, ToolError> {
         if path.is_empty() {
             return Err(ToolError::bad_argument("the path is empty"));
         }
@@ -63,13 +75,15 @@ impl Roots {
             return Err(ToolError::bad_argument("the path contains a NUL byte"));
         }
         let given = Path::new(path);
-        let absolute = if given.is_absolute() {
+        Ok(if given.is_absolute() {
             given.to_path_buf()
         } else {
             self.roots[0].join(given)
-        };
-        let resolved = resolve_physically(&absolute).map_err(|e| ToolError::io(path, e))?;
-        if self.roots.iter().any(|root| resolved.starts_with(root)) {
+        })
+    }
+
+    fn confine(&self, path: &str, resolved: PathBuf) -> Result<PathBuf, ToolError> {
+        if self.contains(&resolved) {
             Ok(resolved)
         } else {
             Err(ToolError::path_outside_roots(format!(

@@ -1,7 +1,7 @@
 //! A tool server independent of any transport: the served registry, its manifest, and the one
 //! place a call runs — argument validation, the tool's timeout, cancellation, panic containment.
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use futures::FutureExt;
 use schemars::JsonSchema;
@@ -33,6 +33,8 @@ pub struct ToolServer {
     instructions: Option<String>,
     registry: Registry,
     manifest: Manifest,
+    /// The manifest's entry of each tool that is unavailable here (usually none), by name.
+    unavailable: HashMap<String, usize>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -73,12 +75,17 @@ impl ToolServer {
                 async move { Ok::<_, ToolError>(manifest) }
             },
         );
+        let unavailable = (manifest.tools.iter().enumerate())
+            .filter(|(_, t)| !t.available)
+            .map(|(i, t)| (t.name.clone(), i))
+            .collect();
         Arc::new(Self {
             name,
             version,
             instructions: None,
             registry,
             manifest,
+            unavailable,
         })
     }
 
@@ -143,7 +150,7 @@ impl ToolServer {
         let Some(registered) = self.registry.get(tool) else {
             return Err(ToolError::bad_argument(format!("unknown tool '{tool}'")));
         };
-        if let Some(entry) = self.manifest.tool(tool).filter(|t| !t.available) {
+        if let Some(entry) = self.unavailable.get(tool).map(|&i| &self.manifest.tools[i]) {
             return Err(ToolError::missing_dependency(
                 entry
                     .reason
