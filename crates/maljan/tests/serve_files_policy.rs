@@ -222,3 +222,48 @@ fn tools_command_prints_the_tools_list_descriptors() {
             .any(|t| t["annotations"]["destructiveHint"] == true)
     );
 }
+
+/// `printf '…' | maljan serve files`: stdin closes right after the last request, while a call
+/// is still running on the blocking pool. Its answer must still come, after the quick ones.
+#[test]
+fn calls_still_running_when_stdin_closes_are_answered() {
+    let root = scratch_root();
+    let r = root.path().to_str().unwrap();
+    let big = root.path().join("big.bin");
+    std::fs::write(&big, vec![7u8; 8 << 20]).unwrap();
+    let mut child = Command::new(maljan())
+        .args(["serve", "files", "--root", r])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for line in [
+        init(),
+        json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+        call(1, "FA_file_checksum", json!({"path": big})),
+        json!({"jsonrpc":"2.0","id":2,"method":"ping"}),
+        call(3, "FA_file_checksum", json!({"path": "/etc/hostname"})),
+    ] {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    drop(stdin);
+    let out: Vec<Value> = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+        .collect();
+    assert!(child.wait().unwrap().success());
+    let ids: Vec<i64> = out.iter().filter_map(|v| v["id"].as_i64()).collect();
+    assert_eq!(ids.len(), 4, "{out:?}");
+    assert_eq!(
+        ids.last(),
+        Some(&1),
+        "the 8 MiB checksum answers last: {ids:?}"
+    );
+    let by_id = |id: i64| out.iter().find(|v| v["id"] == id).unwrap();
+    assert_eq!(by_id(2)["result"], json!({}));
+    assert_eq!(error_code(by_id(3)), "path_outside_roots");
+    let checksum = &by_id(1)["result"]["structuredContent"];
+    assert_eq!(checksum["size"], 8 << 20, "{checksum}");
+}
