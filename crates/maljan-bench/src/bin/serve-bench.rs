@@ -4,7 +4,10 @@
 //! N sequential calls), idle RSS — for a null server (the floor), `maljan serve files` and
 //! automation-file's MCP server.
 //!
-//! Usage: serve-bench --maljan PATH [--python PY] [--calls N] [--starts K]
+//! `--null-work-us N` adds a null server that spins N µs of CPU before answering each call: the
+//! floor for a server that does that much work.
+//!
+//! Usage: serve-bench --maljan PATH [--python PY] [--calls N] [--starts K] [--null-work-us N]
 
 use std::time::Duration;
 
@@ -72,6 +75,14 @@ fn main() -> anyhow::Result<()> {
             checksum: Some(("FA_file_checksum", json!({"path": kib_s}))),
         },
     ];
+    if let Some(work) = opt("--null-work-us") {
+        targets.push(Target {
+            label: "null server, worked",
+            argv: vec![null.to_string_lossy().into(), "--work-us".into(), work],
+            trivial: ("noop", json!({})),
+            checksum: None,
+        });
+    }
     if let Some(py) = python {
         targets.push(Target {
             label: "automation-file mcp",
@@ -179,6 +190,12 @@ fn main() -> anyhow::Result<()> {
             "ratio: maljan trivial call / null-server floor = {:.2}x",
             m.3.as_secs_f64() / null.3.as_secs_f64()
         );
+        if let Some(w) = find("null server, worked") {
+            println!(
+                "ratio: maljan trivial call / worked null server's call = {:.2}x",
+                m.3.as_secs_f64() / w.3.as_secs_f64()
+            );
+        }
         if let Some(a) = find("automation-file mcp") {
             println!(
                 "ratio: automation-file cold start / maljan = {:.0}x",
