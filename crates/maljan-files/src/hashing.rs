@@ -114,6 +114,13 @@ pub(crate) fn hash_file(
     Ok((hex::encode(hasher.finalize()), total))
 }
 
+/// The digest of bytes already read, and their length: the in-place twin of [`hash_file`].
+pub(crate) fn hash_bytes(bytes: &[u8], algorithm: Algorithm) -> (String, u64) {
+    let mut hasher = algorithm.hasher();
+    hasher.update(bytes);
+    (hex::encode(hasher.finalize()), bytes.len() as u64)
+}
+
 /// Files at least this big are read on a second thread while the first one hashes.
 const PIPELINE_FROM: u64 = 8 * 1024 * 1024;
 

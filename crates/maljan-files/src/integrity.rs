@@ -9,7 +9,7 @@ use std::{
     sync::Arc,
 };
 
-use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, blocking, blocking_unless_small};
+use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, blocking};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 use crate::data::non_negative;
 use crate::{
     Config,
-    hashing::{Algorithm, chunk_size, digests_match, hash_file},
-    paths::{io_err, join_inside, show, walk_files, write_atomic},
+    hashing::{Algorithm, chunk_size, digests_match, hash_bytes, hash_file},
+    paths::{FileInput, io_err, join_inside, show, walk_files, write_atomic},
 };
 
 pub(crate) fn default_algorithm() -> String {
@@ -93,17 +93,24 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             async move {
                 let algorithm = Algorithm::parse(&a.algorithm)?;
                 let chunk = chunk_size(a.chunk_size)?;
-                let (path, size) = c.existing_file_sized(&a.path)?;
-                blocking_unless_small(size, move || {
-                    let (digest, size) = hash_file(&path, &a.path, algorithm, chunk, Some(&ctx))?;
-                    Ok(ChecksumOut {
-                        path: show(&path),
-                        algorithm: algorithm.name(),
-                        digest,
-                        size,
-                    })
+                let ((digest, size), path) = match c.small_file(&a.path)? {
+                    FileInput::Read { path, bytes } => (hash_bytes(&bytes, algorithm), path),
+                    FileInput::Later { path } => {
+                        blocking(move || {
+                            Ok((
+                                hash_file(&path, &a.path, algorithm, chunk, Some(&ctx))?,
+                                path,
+                            ))
+                        })
+                        .await?
+                    }
+                };
+                Ok(ChecksumOut {
+                    path: show(&path),
+                    algorithm: algorithm.name(),
+                    digest,
+                    size,
                 })
-                .await
             }
         },
     );
@@ -123,17 +130,19 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 if a.expected.trim().is_empty() || !a.expected.trim().bytes().all(|b| b.is_ascii_hexdigit()) {
                     return Err(ToolError::bad_argument("expected must be a hex digest"));
                 }
-                let (path, size) = c.existing_file_sized(&a.path)?;
-                blocking_unless_small(size, move || {
-                    let (actual, _) = hash_file(&path, &a.path, algorithm, chunk, Some(&ctx))?;
-                    Ok(VerifyOut {
-                        path: show(&path),
-                        algorithm: algorithm.name(),
-                        matched: digests_match(&actual, &a.expected),
-                        actual,
+                let ((actual, _), path) = match c.small_file(&a.path)? {
+                    FileInput::Read { path, bytes } => (hash_bytes(&bytes, algorithm), path),
+                    FileInput::Later { path } => blocking(move || {
+                        Ok((hash_file(&path, &a.path, algorithm, chunk, Some(&ctx))?, path))
                     })
+                    .await?,
+                };
+                Ok(VerifyOut {
+                    path: show(&path),
+                    algorithm: algorithm.name(),
+                    matched: digests_match(&actual, &a.expected),
+                    actual,
                 })
-                .await
             }
         },
     );

@@ -1,10 +1,23 @@
 //! Path arguments: every one is resolved under the server's roots before any file is touched.
 
-use std::path::{Path, PathBuf};
+use std::{
+    io::Read,
+    os::unix::fs::OpenOptionsExt,
+    path::{Path, PathBuf},
+};
 
-use maljan_server::ToolError;
+use maljan_server::{IN_PLACE_BYTES, ToolError};
 
 use crate::Config;
+
+/// An existing regular file, for a tool that reads it whole.
+pub(crate) enum FileInput {
+    /// Small enough to work on at once ([`IN_PLACE_BYTES`] at most): its bytes, read already.
+    Read { path: PathBuf, bytes: Vec<u8> },
+    /// Bigger, or not a plain readable file: to be read on the blocking pool, where a FIFO may
+    /// block and every error is met and reported as for any read.
+    Later { path: PathBuf },
+}
 
 impl Config {
     /// A path that must exist (file or directory).
@@ -34,6 +47,43 @@ impl Config {
             .filter(std::fs::Metadata::is_file)
             .map_or(u64::MAX, |m| m.len());
         Ok((resolved, size))
+    }
+
+    /// An existing regular file, read at once when it is small. One open and one `fstat` answer
+    /// both questions (what is it, how big) that `existing_file_sized` and a later read ask with
+    /// two `stat`s and a second open.
+    pub(crate) fn small_file(&self, path: &str) -> Result<FileInput, ToolError> {
+        let resolved = self.existing(path)?;
+        // O_NONBLOCK: opening a FIFO must not wait for a writer (a regular file ignores it).
+        let opened = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(&resolved);
+        let Ok(file) = opened else {
+            return Ok(FileInput::Later { path: resolved });
+        };
+        let meta = file.metadata().ok();
+        if meta.as_ref().is_some_and(std::fs::Metadata::is_dir) {
+            return Err(ToolError::bad_argument(format!(
+                "{path} is a directory, not a file"
+            )));
+        }
+        let size = meta
+            .filter(std::fs::Metadata::is_file)
+            .map(|m| m.len())
+            .filter(|&n| n <= IN_PLACE_BYTES);
+        let Some(size) = size else {
+            return Ok(FileInput::Later { path: resolved });
+        };
+        let mut bytes = Vec::with_capacity(size as usize + 1);
+        match (&file).take(IN_PLACE_BYTES + 1).read_to_end(&mut bytes) {
+            Ok(n) if n as u64 <= IN_PLACE_BYTES => Ok(FileInput::Read {
+                path: resolved,
+                bytes,
+            }),
+            // It grew past the bound while being read, or the read failed: the usual path.
+            _ => Ok(FileInput::Later { path: resolved }),
+        }
     }
 
     /// An existing directory.
@@ -227,5 +277,45 @@ mod tests {
         );
         assert!(sized(dir.path()).is_err(), "a directory is not a file");
         assert!(sized(&dir.path().join("missing")).is_err());
+    }
+
+    #[test]
+    fn small_files_are_read_at_once_and_anything_else_later() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config {
+            roots: maljan_server::Roots::new([dir.path()]).unwrap(),
+            allow_loopback_downloads: false,
+            watches: Default::default(),
+            params: Default::default(),
+        };
+        let input = |p: &Path| config.small_file(p.to_str().unwrap());
+        let small = dir.path().join("small.txt");
+        std::fs::write(&small, b"12345").unwrap();
+        let big = dir.path().join("big.bin");
+        std::fs::write(&big, vec![1u8; IN_PLACE_BYTES as usize + 1]).unwrap();
+        let exact = dir.path().join("exact.bin");
+        std::fs::write(&exact, vec![2u8; IN_PLACE_BYTES as usize]).unwrap();
+        let fifo = dir.path().join("fifo");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let canonical = std::fs::canonicalize(&small).unwrap();
+        assert!(matches!(input(&small).unwrap(),
+            FileInput::Read { path, bytes } if bytes == b"12345" && path == canonical));
+        assert!(matches!(input(&exact).unwrap(),
+            FileInput::Read { bytes, .. } if bytes.len() == IN_PLACE_BYTES as usize));
+        assert!(matches!(input(&big).unwrap(), FileInput::Later { .. }));
+        // Opened without waiting for a writer, and left for the blocking pool.
+        assert!(matches!(input(&fifo).unwrap(), FileInput::Later { .. }));
+        assert!(input(dir.path()).is_err(), "a directory is not a file");
+        assert!(input(&dir.path().join("missing")).is_err());
+        assert!(
+            input(Path::new("/etc/hostname")).is_err(),
+            "outside the roots"
+        );
     }
 }

@@ -3,11 +3,11 @@
 use std::{
     fs::{self, File},
     io::{Read, Write},
-    path::PathBuf,
+    path::{Path, PathBuf},
     sync::Arc,
 };
 
-use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, blocking, blocking_unless_small};
+use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, blocking};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -15,7 +15,7 @@ use crate::data::non_negative;
 use crate::{
     Config,
     encoding::{codec, decode_text, encode_text, errors_mode},
-    paths::{io_err, show, write_atomic},
+    paths::{FileInput, io_err, show, write_atomic},
 };
 
 fn default_utf8() -> String {
@@ -113,6 +113,19 @@ struct WrittenOut {
 struct LinesOut {
     path: String,
     lines: u64,
+}
+
+/// Lines as Python counts them: a final newline adds no line.
+fn count_lines(path: &Path, raw: &[u8], encoding: &str) -> Result<LinesOut, ToolError> {
+    let text = decode_text(raw, encoding, "strict")?;
+    let mut lines = text.bytes().filter(|&b| b == b'\n').count() as u64;
+    if !text.is_empty() && !text.ends_with('\n') {
+        lines += 1;
+    }
+    Ok(LinesOut {
+        path: show(path),
+        lines,
+    })
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -295,20 +308,16 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             let c = c.clone();
             async move {
                 codec(&a.encoding)?;
-                let (src, size) = c.existing_file_sized(&a.file_path)?;
-                blocking_unless_small(size, move || {
-                    let raw = fs::read(&src).map_err(io_err(&a.file_path))?;
-                    let text = decode_text(&raw, &a.encoding, "strict")?;
-                    let mut lines = text.bytes().filter(|&b| b == b'\n').count() as u64;
-                    if !text.is_empty() && !text.ends_with('\n') {
-                        lines += 1;
+                match c.small_file(&a.file_path)? {
+                    FileInput::Read { path, bytes } => count_lines(&path, &bytes, &a.encoding),
+                    FileInput::Later { path } => {
+                        blocking(move || {
+                            let raw = fs::read(&path).map_err(io_err(&a.file_path))?;
+                            count_lines(&path, &raw, &a.encoding)
+                        })
+                        .await
                     }
-                    Ok(LinesOut {
-                        path: show(&src),
-                        lines,
-                    })
-                })
-                .await
+                }
             }
         },
     );

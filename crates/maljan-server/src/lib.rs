@@ -34,7 +34,7 @@ pub mod stdio;
 mod stdio_direct;
 mod stdio_lines;
 
-pub use context::{ProgressSink, ToolContext, blocking, blocking_unless_small};
+pub use context::{IN_PLACE_BYTES, ProgressSink, ToolContext, blocking, blocking_unless_small};
 pub use errors::{ErrorCode, ToolError};
 pub use http::{HttpOptions, router, router_with, serve_http, serve_http_with};
 pub use manifest::{Manifest, ManifestTool, Probe, Unavailable};
