@@ -3,8 +3,8 @@
 //! It owns the tool registry (a typed Rust function per tool, its JSON Schema derived from the
 //! argument struct), the error shape that names a remedy, path confinement under `--root`, the
 //! capability manifest, the put_sample staging store, and serving a registry over stdio or
-//! streamable HTTP. The official SDK (rmcp) is used only inside `protocol`, `stdio`,
-//! `stdio_direct` and `http`.
+//! streamable HTTP. The official SDK (rmcp) is used only inside `protocol`, the `stdio` modules
+//! and `http`.
 //!
 //! It must not depend on the client runtime or on any concrete server (files, analysis).
 //!
@@ -31,6 +31,7 @@ pub mod roots;
 pub mod server;
 pub mod staging;
 pub mod stdio;
+mod stdio_decode;
 mod stdio_direct;
 mod stdio_lines;
 
