@@ -19,6 +19,19 @@ pub(crate) enum FileInput {
     Later { path: PathBuf },
 }
 
+/// A file's size from its metadata, for choosing where to work on it: a directory is refused,
+/// and anything but a regular file (or metadata that could not be read) counts as `u64::MAX`.
+fn file_size(path: &str, meta: Option<std::fs::Metadata>) -> Result<u64, ToolError> {
+    if meta.as_ref().is_some_and(std::fs::Metadata::is_dir) {
+        return Err(ToolError::bad_argument(format!(
+            "{path} is a directory, not a file"
+        )));
+    }
+    Ok(meta
+        .filter(std::fs::Metadata::is_file)
+        .map_or(u64::MAX, |m| m.len()))
+}
+
 impl Config {
     /// A path that must exist (file or directory).
     pub(crate) fn existing(&self, path: &str) -> Result<PathBuf, ToolError> {
@@ -37,15 +50,7 @@ impl Config {
     /// reports the error.
     pub(crate) fn existing_file_sized(&self, path: &str) -> Result<(PathBuf, u64), ToolError> {
         let resolved = self.existing(path)?;
-        let meta = std::fs::metadata(&resolved).ok();
-        if meta.as_ref().is_some_and(std::fs::Metadata::is_dir) {
-            return Err(ToolError::bad_argument(format!(
-                "{path} is a directory, not a file"
-            )));
-        }
-        let size = meta
-            .filter(std::fs::Metadata::is_file)
-            .map_or(u64::MAX, |m| m.len());
+        let size = file_size(path, std::fs::metadata(&resolved).ok())?;
         Ok((resolved, size))
     }
 
@@ -62,19 +67,10 @@ impl Config {
         let Ok(file) = opened else {
             return Ok(FileInput::Later { path: resolved });
         };
-        let meta = file.metadata().ok();
-        if meta.as_ref().is_some_and(std::fs::Metadata::is_dir) {
-            return Err(ToolError::bad_argument(format!(
-                "{path} is a directory, not a file"
-            )));
-        }
-        let size = meta
-            .filter(std::fs::Metadata::is_file)
-            .map(|m| m.len())
-            .filter(|&n| n <= IN_PLACE_BYTES);
-        let Some(size) = size else {
+        let size = file_size(path, file.metadata().ok())?;
+        if size > IN_PLACE_BYTES {
             return Ok(FileInput::Later { path: resolved });
-        };
+        }
         let mut bytes = Vec::with_capacity(size as usize + 1);
         match (&file).take(IN_PLACE_BYTES + 1).read_to_end(&mut bytes) {
             Ok(n) if n as u64 <= IN_PLACE_BYTES => Ok(FileInput::Read {
@@ -251,15 +247,19 @@ pub(crate) fn write_atomic(target: &Path, given: &str, data: &[u8]) -> Result<()
 mod tests {
     use super::*;
 
-    #[test]
-    fn only_regular_files_count_as_small() {
-        let dir = tempfile::tempdir().unwrap();
-        let config = Config {
-            roots: maljan_server::Roots::new([dir.path()]).unwrap(),
+    fn rooted_at(dir: &Path) -> Config {
+        Config {
+            roots: maljan_server::Roots::new([dir]).unwrap(),
             allow_loopback_downloads: false,
             watches: Default::default(),
             params: Default::default(),
-        };
+        }
+    }
+
+    #[test]
+    fn only_regular_files_count_as_small() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = rooted_at(dir.path());
         let file = dir.path().join("small.txt");
         std::fs::write(&file, b"12345").unwrap();
         let sized = |p: &Path| config.existing_file_sized(p.to_str().unwrap());
@@ -282,12 +282,7 @@ mod tests {
     #[test]
     fn small_files_are_read_at_once_and_anything_else_later() {
         let dir = tempfile::tempdir().unwrap();
-        let config = Config {
-            roots: maljan_server::Roots::new([dir.path()]).unwrap(),
-            allow_loopback_downloads: false,
-            watches: Default::default(),
-            params: Default::default(),
-        };
+        let config = rooted_at(dir.path());
         let input = |p: &Path| config.small_file(p.to_str().unwrap());
         let small = dir.path().join("small.txt");
         std::fs::write(&small, b"12345").unwrap();

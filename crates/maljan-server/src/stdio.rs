@@ -72,18 +72,9 @@ pub async fn serve_stdio(server: Arc<ToolServer>, options: StdioOptions) -> anyh
                 options.max_line_bytes,
             );
             loop {
-                let line = match lines.next() {
-                    Ok(Line::Eof) => break,
-                    Ok(line) => line,
-                    Err(e) => {
-                        tracing::warn!("stdin failed: {e}");
-                        break;
-                    }
-                };
+                let read = lines.next();
                 let _in_runtime = runtime.enter();
-                if let Some(message) = front.line(line)
-                    && to_rmcp.send(message).is_err()
-                {
+                if !front.take(read, &to_rmcp) {
                     break;
                 }
             }
@@ -110,21 +101,7 @@ where
     let mut front = Frontend::new(server.clone(), sink.clone(), options.max_line_bytes);
     tokio::spawn(async move {
         let mut lines = AsyncLines::new(reader, options.max_line_bytes);
-        loop {
-            let line = match lines.next().await {
-                Ok(Line::Eof) => break,
-                Ok(line) => line,
-                Err(e) => {
-                    tracing::warn!("input failed: {e}");
-                    break;
-                }
-            };
-            if let Some(message) = front.line(line)
-                && to_rmcp.send(message).is_err()
-            {
-                break;
-            }
-        }
+        while front.take(lines.next().await, &to_rmcp) {}
         front.finish().await;
     });
     serve_rmcp(server, LineTransport { incoming, sink }).await?;
@@ -238,7 +215,24 @@ impl Frontend {
         }
     }
 
-    /// The message for rmcp in `line`, if any. Must run inside the runtime's context.
+    /// Takes one read: answers it or passes it to rmcp. `false` once input has ended or failed,
+    /// or rmcp has gone. Must run inside the runtime's context.
+    fn take(
+        &mut self,
+        read: std::io::Result<Line>,
+        to_rmcp: &mpsc::UnboundedSender<RxJsonRpcMessage<RoleServer>>,
+    ) -> bool {
+        match read {
+            Ok(Line::Eof) => false,
+            Ok(line) => self.line(line).is_none_or(|m| to_rmcp.send(m).is_ok()),
+            Err(e) => {
+                tracing::warn!("input failed: {e}");
+                false
+            }
+        }
+    }
+
+    /// The message for rmcp in `line`, if any.
     fn line(&mut self, line: Line) -> Option<RxJsonRpcMessage<RoleServer>> {
         let line = match line {
             Line::Message(line) => line,
@@ -339,9 +333,7 @@ impl Frontend {
 
     /// Writes an error reply rmcp never saw.
     fn write_raw(&self, value: Value) {
-        let mut line = value.to_string().into_bytes();
-        line.push(b'\n');
-        self.sink.send_line(line);
+        crate::stdio_direct::send(&*self.sink, &value);
     }
 
     async fn finish(&mut self) {

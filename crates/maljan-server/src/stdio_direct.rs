@@ -23,10 +23,7 @@ use std::{
 
 use rmcp::{
     RoleServer,
-    model::{
-        CallToolRequest, JsonRpcMessage, ProtocolVersion, RequestId, RequestMetaObject,
-        ServerResult,
-    },
+    model::{CallToolRequest, ProtocolVersion, RequestId, RequestMetaObject, ServerResult},
     service::TxJsonRpcMessage,
 };
 use serde_json::{Map, Value};
@@ -46,7 +43,7 @@ pub(crate) trait LineSink: Send + Sync + 'static {
 pub(crate) type Sink = Arc<dyn LineSink>;
 
 /// Serialises `message` as one line to `sink`.
-pub(crate) fn send(sink: &dyn LineSink, message: &TxJsonRpcMessage<RoleServer>) {
+pub(crate) fn send(sink: &dyn LineSink, message: &impl serde::Serialize) {
     match serde_json::to_vec(message) {
         Ok(mut line) => {
             line.push(b'\n');
@@ -94,7 +91,10 @@ impl DirectCalls {
         }
         let mut result = ServerResult::empty(());
         result.strip_result_type_for_legacy_peer();
-        send(&*self.sink, &JsonRpcMessage::response(result, id));
+        send(
+            &*self.sink,
+            &TxJsonRpcMessage::<RoleServer>::response(result, id),
+        );
         None
     }
 
@@ -203,7 +203,10 @@ async fn answer(
     let mut result = ServerResult::CallToolResult(tool_result(outcome));
     result.strip_result_type_for_legacy_peer();
     result.strip_non_object_output_for_legacy_peer();
-    send(&*sink, &JsonRpcMessage::response(result, id));
+    send(
+        &*sink,
+        &TxJsonRpcMessage::<RoleServer>::response(result, id),
+    );
 }
 
 #[cfg(test)]

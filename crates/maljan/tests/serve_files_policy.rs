@@ -11,16 +11,21 @@ use std::{
 use common::*;
 use serde_json::{Value, json};
 
-/// Sends lines to `maljan serve files ARGS` on stdio, closes stdin, returns stdout lines and stderr.
-fn session(args: &[&str], lines: &[Value]) -> (Vec<Value>, String) {
-    let mut child = Command::new(maljan())
+/// `maljan serve files ARGS` with piped stdin and stdout.
+fn serve_files(args: &[&str], stderr: Stdio) -> std::process::Child {
+    Command::new(maljan())
         .args(["serve", "files"])
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(stderr)
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// Sends lines to `maljan serve files ARGS` on stdio, closes stdin, returns stdout lines and stderr.
+fn session(args: &[&str], lines: &[Value]) -> (Vec<Value>, String) {
+    let mut child = serve_files(args, Stdio::piped());
     let mut stdin = child.stdin.take().unwrap();
     let stdout = BufReader::new(child.stdout.take().unwrap());
     let mut out = Vec::new();
@@ -231,13 +236,7 @@ fn calls_still_running_when_stdin_closes_are_answered() {
     let r = root.path().to_str().unwrap();
     let big = root.path().join("big.bin");
     std::fs::write(&big, vec![7u8; 8 << 20]).unwrap();
-    let mut child = Command::new(maljan())
-        .args(["serve", "files", "--root", r])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = serve_files(&["--root", r], Stdio::null());
     let mut stdin = child.stdin.take().unwrap();
     for line in [
         init(),
