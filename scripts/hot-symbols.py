@@ -61,6 +61,7 @@ def sessions(work):
         call(9, "FA_line_count", {"file_path": 7}),
         call(10, "no_such_tool", {}),
         {"jsonrpc": "2.0", "id": 11, "method": "no/such/method"},
+        call(12, "FA_integrity_status", {}),
     ]
     analysis = [
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},

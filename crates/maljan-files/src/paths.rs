@@ -19,6 +19,32 @@ pub(crate) enum FileInput {
     Later { path: PathBuf },
 }
 
+/// A regular file of `size` bytes by `fstat`, read whole. The read that would only confirm the
+/// end is skipped once `size` bytes are in, except for a size of 0, which procfs and sysfs give
+/// for files that have content. `None` when the file turns out longer (it grew) or a read fails.
+fn read_small(mut file: &std::fs::File, size: usize) -> Option<Vec<u8>> {
+    let mut bytes = vec![0; size + 1];
+    let mut got = 0;
+    while got < bytes.len() {
+        match file.read(&mut bytes[got..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                got += n;
+                if got == size {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
+    if got > size {
+        return None;
+    }
+    bytes.truncate(got);
+    Some(bytes)
+}
+
 /// A file's size from its metadata, for choosing where to work on it: a directory is refused,
 /// and anything but a regular file (or metadata that could not be read) counts as `u64::MAX`.
 fn file_size(path: &str, meta: Option<std::fs::Metadata>) -> Result<u64, ToolError> {
@@ -56,14 +82,22 @@ impl Config {
 
     /// An existing regular file, read at once when it is small. One open and one `fstat` answer
     /// both questions (what is it, how big) that `existing_file_sized` and a later read ask with
-    /// two `stat`s and a second open.
+    /// two `stat`s and a second open; a plain name under a root is opened without resolving it
+    /// first ([`Roots::open_plainly_inside`](maljan_server::Roots::open_plainly_inside)).
     pub(crate) fn small_file(&self, path: &str) -> Result<FileInput, ToolError> {
-        let resolved = self.existing(path)?;
         // O_NONBLOCK: opening a FIFO must not wait for a writer (a regular file ignores it).
-        let opened = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-            .open(&resolved);
+        let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY;
+        let (resolved, opened) = match self.roots.open_plainly_inside(path, flags) {
+            Some((resolved, file)) => (resolved, Ok(file)),
+            None => {
+                let resolved = self.existing(path)?;
+                let opened = std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(flags)
+                    .open(&resolved);
+                (resolved, opened)
+            }
+        };
         let Ok(file) = opened else {
             return Ok(FileInput::Later { path: resolved });
         };
@@ -71,14 +105,13 @@ impl Config {
         if size > IN_PLACE_BYTES {
             return Ok(FileInput::Later { path: resolved });
         }
-        let mut bytes = Vec::with_capacity(size as usize + 1);
-        match (&file).take(IN_PLACE_BYTES + 1).read_to_end(&mut bytes) {
-            Ok(n) if n as u64 <= IN_PLACE_BYTES => Ok(FileInput::Read {
+        match read_small(&file, size as usize) {
+            Some(bytes) => Ok(FileInput::Read {
                 path: resolved,
                 bytes,
             }),
-            // It grew past the bound while being read, or the read failed: the usual path.
-            _ => Ok(FileInput::Later { path: resolved }),
+            // It grew while being read, or the read failed: the usual path.
+            None => Ok(FileInput::Later { path: resolved }),
         }
     }
 
@@ -312,5 +345,24 @@ mod tests {
             input(Path::new("/etc/hostname")).is_err(),
             "outside the roots"
         );
+        // An empty file is read at once; a symlink to a small file is resolved and read too.
+        let empty = dir.path().join("empty");
+        std::fs::write(&empty, b"").unwrap();
+        assert!(matches!(input(&empty).unwrap(),
+            FileInput::Read { bytes, .. } if bytes.is_empty()));
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink("small.txt", &link).unwrap();
+        assert!(matches!(input(&link).unwrap(),
+            FileInput::Read { path, bytes } if bytes == b"12345" && path == canonical));
+    }
+
+    #[test]
+    fn a_file_that_says_it_is_empty_but_is_not_is_read_later() {
+        // procfs gives its files a size of 0: reading must not stop at what fstat said.
+        let config = rooted_at(Path::new("/proc/self"));
+        assert!(matches!(
+            config.small_file("status").unwrap(),
+            FileInput::Later { .. }
+        ));
     }
 }

@@ -1,8 +1,16 @@
 //! Path confinement: every path argument, after resolving `..` and symlinks, must lie under a root.
 
-use std::path::{Component, Path, PathBuf};
+use std::{
+    fs::File,
+    path::{Component, Path, PathBuf},
+    sync::atomic::{AtomicBool, Ordering},
+};
 
 use crate::errors::ToolError;
+
+/// Set once `openat2` turns out to be unavailable (an old kernel, or a seccomp filter that
+/// refuses it): a fact about the kernel, the same for every `Roots` in the process.
+static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
 
 /// The directories a server's tools may touch. Paths are resolved physically (symlinks followed),
 /// so a link inside a root that points outside it is refused.
@@ -54,6 +62,53 @@ impl Roots {
             )));
         }
         Ok(resolved)
+    }
+
+    /// Opens an existing path in one system call when that alone proves it confined: the path
+    /// names a root's descendant lexically (no `..`), and the kernel is told to refuse any
+    /// symlink on the way (`openat2`, `RESOLVE_NO_SYMLINKS`), so the file it opens is the one
+    /// that name spells. Returns the path as [`Roots::existing`] would and the open file, or
+    /// `None` whenever that cannot be had, for any reason: then the caller resolves the path the
+    /// usual way, which also words the errors. `flags` are `open(2)` flags; `O_CLOEXEC` is added.
+    pub fn open_plainly_inside(&self, path: &str, flags: libc::c_int) -> Option<(PathBuf, File)> {
+        use std::os::unix::{ffi::OsStrExt, io::FromRawFd};
+        if NO_OPENAT2.load(Ordering::Relaxed) {
+            return None;
+        }
+        let absolute = self.absolute(path).ok()?;
+        let plain = absolute
+            .components()
+            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+        if !plain || !self.contains(&absolute) {
+            return None;
+        }
+        // The kernel gets the name as given, so a trailing `/` on a file still fails as it
+        // would for realpath; the caller gets it tidied (`//` and a trailing `/` dropped).
+        let name = std::ffi::CString::new(absolute.as_os_str().as_bytes()).ok()?;
+        // SAFETY: open_how is plain integers, for which zero is a valid value.
+        let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+        how.flags = (flags | libc::O_CLOEXEC) as u64;
+        how.resolve = libc::RESOLVE_NO_SYMLINKS;
+        // SAFETY: `name` is NUL-terminated and `how` is a live open_how of the size passed.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                libc::AT_FDCWD,
+                name.as_ptr(),
+                &how as *const libc::open_how,
+                std::mem::size_of::<libc::open_how>(),
+            )
+        };
+        if fd < 0 {
+            let errno = std::io::Error::last_os_error().raw_os_error();
+            if matches!(errno, Some(libc::ENOSYS | libc::EPERM)) {
+                NO_OPENAT2.store(true, Ordering::Relaxed);
+            }
+            return None;
+        }
+        // SAFETY: the kernel has just returned this descriptor; nothing else owns it.
+        let file = unsafe { File::from_raw_fd(fd as libc::c_int) };
+        Some((absolute.components().collect(), file))
     }
 
     /// Resolves a path that may not exist yet (a target to create). The deepest existing ancestor is
@@ -180,6 +235,48 @@ mod tests {
                 .resolve("new/dir/../file")
                 .unwrap()
                 .ends_with("new/file")
+        );
+    }
+
+    #[test]
+    fn opening_plainly_inside_agrees_with_resolving() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        std::fs::write(dir.path().join("sub/a.txt"), b"x").unwrap();
+        std::fs::write(outside.path().join("b.txt"), b"y").unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("out")).unwrap();
+        std::os::unix::fs::symlink("sub", dir.path().join("in")).unwrap();
+        let roots = Roots::new([dir.path()]).unwrap();
+        let root = &roots.dirs()[0];
+        let open = |p: &str| roots.open_plainly_inside(p, libc::O_RDONLY).map(|(p, _)| p);
+
+        // A plain name inside a root opens at once, with the same path realpath gives.
+        let plain = root.join("sub/a.txt");
+        for given in ["sub/a.txt", "sub//a.txt", &plain.to_string_lossy()] {
+            assert_eq!(open(given), Some(roots.existing(given).unwrap()), "{given}");
+        }
+        // Anything else is left to the resolving path: a symlink on the way (pointing out or
+        // not), `..`, a name outside the roots, a missing file, a file named as a directory.
+        let escaping = format!("{}/../{}", root.display(), "x");
+        for given in [
+            "out/b.txt",
+            "in/a.txt",
+            "sub/../sub/a.txt",
+            escaping.as_str(),
+            "/etc/passwd",
+            "sub/missing",
+            "sub/a.txt/",
+        ] {
+            assert_eq!(open(given), None, "{given}");
+        }
+        assert_eq!(
+            roots.existing("out/b.txt").unwrap_err().code,
+            ErrorCode::PathOutsideRoots
+        );
+        assert_eq!(
+            roots.existing("in/a.txt").unwrap(),
+            roots.existing("sub/a.txt").unwrap()
         );
     }
 

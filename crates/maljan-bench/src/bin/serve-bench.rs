@@ -1,13 +1,14 @@
 //! Issue-2 benchmark, side by side in one run with the same raw JSON-RPC driver: cold start to the
-//! initialize reply, tools/list, ping, a trivial call (FA_line_count of 1 KiB for both file servers,
-//! a no-op for the null server) and FA_file_checksum of 1 KiB (median and p99 over
-//! N sequential calls), idle RSS — for a null server (the floor), `maljan serve files` and
-//! automation-file's MCP server.
+//! initialize reply, tools/list, ping, a trivial call (FA_integrity_status with no argument for
+//! both file servers, which touches no file; a no-op for the null server), FA_line_count and
+//! FA_file_checksum of 1 KiB (median and p99 over N sequential calls), idle RSS — for a null
+//! server (the floor), `maljan serve files` and automation-file's MCP server.
 //!
 //! `--null-work-us N` adds a null server that spins N µs of CPU before answering each call: the
 //! floor for a server that does that much work.
 //!
 //! Usage: serve-bench --maljan PATH [--python PY] [--calls N] [--starts K] [--null-work-us N]
+//!                    [--block B]   (B sequential calls to a server before the next one's; 100)
 
 use std::time::Duration;
 
@@ -18,6 +19,7 @@ struct Target {
     label: &'static str,
     argv: Vec<String>,
     trivial: (&'static str, serde_json::Value),
+    line_count: Option<(&'static str, serde_json::Value)>,
     checksum: Option<(&'static str, serde_json::Value)>,
 }
 
@@ -47,6 +49,11 @@ fn main() -> anyhow::Result<()> {
         .map(|s| s.parse())
         .transpose()?
         .unwrap_or(20);
+    let block: usize = opt("--block")
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(100)
+        .max(1);
     let null = std::env::current_exe()?.with_file_name("null-mcp-server");
 
     let dir = std::env::temp_dir().join(format!("maljan-serve-bench-{}", std::process::id()));
@@ -60,6 +67,7 @@ fn main() -> anyhow::Result<()> {
             label: "null server",
             argv: vec![null.to_string_lossy().into()],
             trivial: ("noop", json!({})),
+            line_count: None,
             checksum: None,
         },
         Target {
@@ -71,7 +79,11 @@ fn main() -> anyhow::Result<()> {
                 "--root".into(),
                 dir.to_string_lossy().into(),
             ],
-            trivial: ("FA_line_count", json!({"file_path": kib_s})),
+            // The trivial call does nothing but be a call: FA_integrity_status with no argument
+            // lists the running watches (none), so it touches no file and what it measures is
+            // the server's own work per call (read, dispatch, validate, answer).
+            trivial: ("FA_integrity_status", json!({})),
+            line_count: Some(("FA_line_count", json!({"file_path": kib_s}))),
             checksum: Some(("FA_file_checksum", json!({"path": kib_s}))),
         },
     ];
@@ -80,6 +92,7 @@ fn main() -> anyhow::Result<()> {
             label: "null server, worked",
             argv: vec![null.to_string_lossy().into(), "--work-us".into(), work],
             trivial: ("noop", json!({})),
+            line_count: None,
             checksum: None,
         });
     }
@@ -87,7 +100,8 @@ fn main() -> anyhow::Result<()> {
         targets.push(Target {
             label: "automation-file mcp",
             argv: vec![py, "-m".into(), "automation_file".into(), "mcp".into()],
-            trivial: ("FA_line_count", json!({"file_path": kib_s})),
+            trivial: ("FA_integrity_status", json!({})),
+            line_count: Some(("FA_line_count", json!({"file_path": kib_s}))),
             checksum: Some(("FA_file_checksum", json!({"path": kib_s}))),
         });
     }
@@ -96,11 +110,21 @@ fn main() -> anyhow::Result<()> {
         "serve-bench: {calls} sequential calls per figure, {starts} cold starts, servers taken in turn call by call; medians (p99)"
     );
     println!(
-        "{:<22} {:>12} {:>12} {:>12} {:>22} {:>22} {:>10}",
-        "server", "cold start", "tools/list", "ping", "trivial call", "checksum 1 KiB", "idle RSS"
+        "{:<22} {:>12} {:>12} {:>12} {:>22} {:>22} {:>22} {:>10}",
+        "server",
+        "cold start",
+        "tools/list",
+        "ping",
+        "trivial call",
+        "line count 1 KiB",
+        "checksum 1 KiB",
+        "idle RSS"
     );
-    // Every figure is taken round-robin, one call to each server in turn, so a change in the
-    // machine's state (this VM's wake-up latency swings between ~10 and ~80 µs) hits all alike.
+    // Every figure is taken in turns: `block` sequential calls to one server, then the same to
+    // the next, and round again, so a change in the machine's state (this VM's wake-up latency
+    // swings between ~10 and ~80 µs) hits all alike. Within a block each server is called back
+    // to back, as a client working through a task calls it; `--block 1` alternates call by call,
+    // which makes every call follow another server's (bench/serve_bench.md).
     let round_robin = |drivers: &mut [Driver],
                        n: usize,
                        op: &dyn Fn(usize, &mut Driver) -> anyhow::Result<()>|
@@ -109,16 +133,21 @@ fn main() -> anyhow::Result<()> {
             .iter()
             .map(|_| Some(Vec::with_capacity(n)))
             .collect();
-        for _ in 0..n {
+        let mut done = 0;
+        while done < n {
+            let run = block.min(n - done);
             for (i, d) in drivers.iter_mut().enumerate() {
-                let Some(t) = times[i].as_mut() else { continue };
-                let start = std::time::Instant::now();
-                match op(i, d) {
-                    Ok(()) => t.push(start.elapsed()),
-                    // automation-file's server does not answer ping (-32601): shown as "-".
-                    Err(_) => times[i] = None,
+                for _ in 0..run {
+                    let Some(t) = times[i].as_mut() else { break };
+                    let start = std::time::Instant::now();
+                    match op(i, d) {
+                        Ok(()) => t.push(start.elapsed()),
+                        // automation-file's server does not answer ping (-32601): shown as "-".
+                        Err(_) => times[i] = None,
+                    }
                 }
             }
+            done += run;
         }
         for t in times.iter_mut().flatten() {
             t.sort();
@@ -146,6 +175,10 @@ fn main() -> anyhow::Result<()> {
         let (tool, args) = &targets[i].trivial;
         d.call(tool, args.clone()).map(drop)
     });
+    let line_count = round_robin(&mut drivers, calls, &|i, d| match &targets[i].line_count {
+        Some((tool, args)) => d.call(tool, args.clone()).map(drop),
+        None => anyhow::bail!("no line count tool"),
+    });
     let checksum = round_robin(&mut drivers, calls, &|i, d| match &targets[i].checksum {
         Some((tool, args)) => d.call(tool, args.clone()).map(drop),
         None => anyhow::bail!("no checksum tool"),
@@ -162,12 +195,13 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|| "-".into())
         };
         println!(
-            "{:<22} {:>12} {:>12} {:>12} {:>22} {:>22} {:>7.1} MB",
+            "{:<22} {:>12} {:>12} {:>12} {:>22} {:>22} {:>22} {:>7.1} MB",
             t.label,
             fmt(median(&colds[i])),
             med(&lists[i]).map_or("-".into(), fmt),
             med(&pings[i]).map_or("-".into(), fmt),
             with_p99(&trivial[i]),
+            with_p99(&line_count[i]),
             with_p99(&checksum[i]),
             rss as f64 / 1024.0
         );
@@ -178,6 +212,7 @@ fn main() -> anyhow::Result<()> {
             med(&trivial[i]).unwrap_or_default(),
             med(&checksum[i]),
             rss,
+            med(&line_count[i]),
         ));
     }
     let find = |label: &str| rows.iter().find(|r| r.0 == label);
@@ -190,6 +225,12 @@ fn main() -> anyhow::Result<()> {
             "ratio: maljan trivial call / null-server floor = {:.2}x",
             m.3.as_secs_f64() / null.3.as_secs_f64()
         );
+        if let Some(lc) = m.6 {
+            println!(
+                "ratio: maljan line count (1 KiB, file I/O) / null-server floor = {:.2}x",
+                lc.as_secs_f64() / null.3.as_secs_f64()
+            );
+        }
         if let Some(w) = find("null server, worked") {
             println!(
                 "ratio: maljan trivial call / worked null server's call = {:.2}x",
