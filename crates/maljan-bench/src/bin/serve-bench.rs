@@ -8,7 +8,7 @@
 //! floor for a server that does that much work.
 //!
 //! Usage: serve-bench --maljan PATH [--python PY] [--calls N] [--starts K] [--null-work-us N]
-//!                    [--block B]   (B sequential calls to a server before the next one's; 100)
+//!                    [--block B]   (B sequential calls to a server before the next one's; 10)
 
 use std::time::Duration;
 
@@ -52,7 +52,7 @@ fn main() -> anyhow::Result<()> {
     let block: usize = opt("--block")
         .map(|s| s.parse())
         .transpose()?
-        .unwrap_or(100)
+        .unwrap_or(10)
         .max(1);
     let null = std::env::current_exe()?.with_file_name("null-mcp-server");
 
@@ -107,7 +107,7 @@ fn main() -> anyhow::Result<()> {
     }
 
     println!(
-        "serve-bench: {calls} sequential calls per figure, {starts} cold starts, servers taken in turn call by call; medians (p99)"
+        "serve-bench: {calls} sequential calls per figure, {starts} cold starts, servers taken in turns of {block} calls; medians (p99)"
     );
     println!(
         "{:<22} {:>12} {:>12} {:>12} {:>22} {:>22} {:>22} {:>10}",
