@@ -15,14 +15,17 @@ use std::{
     borrow::Cow,
     io::{BufReader, Write},
     os::fd::AsFd,
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
 };
 
 use rmcp::{
     RoleServer,
     model::{
         ClientNotification, ClientRequest, JsonRpcMessage, JsonRpcNotification, JsonRpcRequest,
-        RequestMetaObject,
+        JsonRpcResponse, RequestMetaObject, ServerResult,
     },
     service::{RxJsonRpcMessage, TxJsonRpcMessage},
     transport::Transport,
@@ -59,10 +62,9 @@ impl Default for StdioOptions {
 
 /// Serves `server` on this process's stdin/stdout until stdin closes.
 pub async fn serve_stdio(server: Arc<ToolServer>, options: StdioOptions) -> anyhow::Result<()> {
-    let sink: Sink = Arc::new(Stdout);
-    let (to_rmcp, incoming) = mpsc::unbounded_channel();
     let stdin = std::fs::File::from(std::io::stdin().as_fd().try_clone_to_owned()?);
-    let mut front = Frontend::new(server.clone(), sink.clone(), options.max_line_bytes);
+    let (mut front, to_rmcp, transport) =
+        session(&server, Arc::new(Stdout), options.max_line_bytes);
     let runtime = tokio::runtime::Handle::current();
     std::thread::Builder::new()
         .name("maljan-stdin".into())
@@ -80,7 +82,7 @@ pub async fn serve_stdio(server: Arc<ToolServer>, options: StdioOptions) -> anyh
             }
             runtime.block_on(front.finish());
         })?;
-    serve_rmcp(server, LineTransport { incoming, sink }).await
+    serve_rmcp(server, transport).await
 }
 
 /// Serves `server` on any byte stream pair (a pipe, a socket; tests use duplex streams).
@@ -96,15 +98,17 @@ where
 {
     let (to_writer, outgoing) = mpsc::unbounded_channel();
     let written = tokio::spawn(write_lines(outgoing, writer));
-    let sink: Sink = Arc::new(ToWriter(to_writer));
-    let (to_rmcp, incoming) = mpsc::unbounded_channel();
-    let mut front = Frontend::new(server.clone(), sink.clone(), options.max_line_bytes);
+    let (mut front, to_rmcp, transport) = session(
+        &server,
+        Arc::new(ToWriter(to_writer)),
+        options.max_line_bytes,
+    );
     tokio::spawn(async move {
         let mut lines = AsyncLines::new(reader, options.max_line_bytes);
         while front.take(lines.next().await, &to_rmcp) {}
         front.finish().await;
     });
-    serve_rmcp(server, LineTransport { incoming, sink }).await?;
+    serve_rmcp(server, transport).await?;
     // Every sender is gone once rmcp and the reader are done: the writer drains and stops.
     let _ = written.await;
     Ok(())
@@ -159,10 +163,39 @@ async fn write_lines<W: AsyncWrite + Unpin>(
     }
 }
 
+/// The two halves of a session on one sink: the front end that reads each line, the channel it
+/// passes messages on by, and rmcp's transport.
+fn session(
+    server: &Arc<ToolServer>,
+    sink: Sink,
+    max_line_bytes: usize,
+) -> (
+    Frontend,
+    mpsc::UnboundedSender<RxJsonRpcMessage<RoleServer>>,
+    LineTransport,
+) {
+    let (to_rmcp, incoming) = mpsc::unbounded_channel();
+    let welcomed = Arc::new(AtomicBool::new(false));
+    let front = Frontend::new(
+        server.clone(),
+        sink.clone(),
+        max_line_bytes,
+        welcomed.clone(),
+    );
+    let transport = LineTransport {
+        incoming,
+        sink,
+        welcomed,
+    };
+    (front, to_rmcp, transport)
+}
+
 /// rmcp's side of the session: the messages the front end passed on, and the sink for its own.
 struct LineTransport {
     incoming: mpsc::UnboundedReceiver<RxJsonRpcMessage<RoleServer>>,
     sink: Sink,
+    /// Set once the initialize response is in the sink (see [`Frontend::ready`]).
+    welcomed: Arc<AtomicBool>,
 }
 
 impl Transport<RoleServer> for LineTransport {
@@ -176,7 +209,17 @@ impl Transport<RoleServer> for LineTransport {
         &mut self,
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let welcome = matches!(
+            &item,
+            JsonRpcMessage::Response(JsonRpcResponse {
+                result: ServerResult::InitializeResult(_),
+                ..
+            })
+        );
         crate::stdio_direct::send(&*self.sink, &item);
+        if welcome {
+            self.welcomed.store(true, Ordering::Release);
+        }
         std::future::ready(Ok(()))
     }
 
@@ -199,20 +242,35 @@ struct Frontend {
     /// rmcp ends a session whose first message is not a request; until a request has been
     /// passed on, stray notifications and responses are dropped here (they need no answer).
     request_seen: bool,
-    /// Set once the client has sent notifications/initialized: from then on plain tool calls
-    /// and pings are answered by `direct`.
+    /// Set once the client has sent notifications/initialized.
     initialized: bool,
+    /// Set by rmcp's side once its initialize response is in the sink.
+    welcomed: Arc<AtomicBool>,
 }
 
 impl Frontend {
-    fn new(server: Arc<ToolServer>, sink: Sink, max_line_bytes: usize) -> Self {
+    fn new(
+        server: Arc<ToolServer>,
+        sink: Sink,
+        max_line_bytes: usize,
+        welcomed: Arc<AtomicBool>,
+    ) -> Self {
         Self {
             direct: DirectCalls::new(server, sink.clone()),
             sink,
             max_line_bytes,
             request_seen: false,
             initialized: false,
+            welcomed,
         }
+    }
+
+    /// Whether plain tool calls and pings are answered here: once the client has sent
+    /// notifications/initialized and rmcp has answered initialize. A client that sends its calls
+    /// without waiting for that answer (a `printf` pipe) must still get it first; until then
+    /// its calls go to rmcp, which answers them in order after it.
+    fn ready(&self) -> bool {
+        self.initialized && self.welcomed.load(Ordering::Acquire)
     }
 
     /// Takes one read: answers it or passes it to rmcp. `false` once input has ended or failed,
@@ -279,7 +337,7 @@ impl Frontend {
                 id,
                 request: ClientRequest::CallToolRequest(call),
                 ..
-            }) if self.initialized => {
+            }) if self.ready() => {
                 let (id, call) = self.direct.run(id, call)?;
                 Some(JsonRpcMessage::Request(JsonRpcRequest::new(
                     id,
@@ -290,7 +348,7 @@ impl Frontend {
                 id,
                 request: ClientRequest::PingRequest(ping),
                 ..
-            }) if self.initialized
+            }) if self.ready()
                 && ping
                     .extensions
                     .get::<RequestMetaObject>()

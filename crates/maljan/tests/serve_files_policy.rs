@@ -231,6 +231,46 @@ fn tools_command_prints_the_tools_list_descriptors() {
 /// `printf '…' | maljan serve files`: stdin closes right after the last request, while a call
 /// is still running on the blocking pool. Its answer must still come, after the quick ones.
 #[test]
+fn a_client_that_does_not_wait_gets_the_initialize_answer_first() {
+    // A printf pipe sends its calls right behind initialize: the answer to initialize must
+    // still come out first, then one answer for every request.
+    let root = scratch_root();
+    let r = root.path().to_str().unwrap();
+    std::fs::write(root.path().join("a.txt"), "one\ntwo\n").unwrap();
+    let mut child = serve_files(&["--root", r], Stdio::null());
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = vec![
+        init(),
+        json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+    ];
+    lines.extend((1..=20).map(|id| call(id, "FA_line_count", json!({"file_path": "a.txt"}))));
+    lines.push(json!({"jsonrpc":"2.0","id":21,"method":"ping"}));
+    for line in lines {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    drop(stdin);
+    let out: Vec<Value> = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+        .collect();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(out[0]["id"], 0, "first out: {}", out[0]);
+    assert!(out[0]["result"]["serverInfo"].is_object(), "{}", out[0]);
+    let mut ids: Vec<i64> = out.iter().filter_map(|v| v["id"].as_i64()).collect();
+    ids.sort();
+    assert_eq!(ids, (0..=21).collect::<Vec<_>>());
+    for answer in out
+        .iter()
+        .filter(|v| (1..=20).contains(&v["id"].as_i64().unwrap()))
+    {
+        assert_eq!(
+            answer["result"]["structuredContent"]["lines"], 2,
+            "{answer}"
+        );
+    }
+}
+
+#[test]
 fn calls_still_running_when_stdin_closes_are_answered() {
     let root = scratch_root();
     let r = root.path().to_str().unwrap();
