@@ -50,6 +50,23 @@ fn session(args: &[&str], lines: &[Value]) -> (Vec<Value>, String) {
     (out, String::from_utf8_lossy(&output.stderr).to_string())
 }
 
+/// `printf '…' | maljan serve files --root ROOT`: writes every line, closes stdin, and returns
+/// every stdout line in the order it came, once the server has exited successfully.
+fn piped(root: &str, lines: impl IntoIterator<Item = Value>) -> Vec<Value> {
+    let mut child = serve_files(&["--root", root], Stdio::null());
+    let mut stdin = child.stdin.take().unwrap();
+    for line in lines {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    drop(stdin);
+    let out = BufReader::new(child.stdout.take().unwrap())
+        .lines()
+        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
+        .collect();
+    assert!(child.wait().unwrap().success());
+    out
+}
+
 fn init() -> Value {
     json!({"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}})
 }
@@ -228,8 +245,6 @@ fn tools_command_prints_the_tools_list_descriptors() {
     );
 }
 
-/// `printf '…' | maljan serve files`: stdin closes right after the last request, while a call
-/// is still running on the blocking pool. Its answer must still come, after the quick ones.
 #[test]
 fn a_client_that_does_not_wait_gets_the_initialize_answer_first() {
     // A printf pipe sends its calls right behind initialize: the answer to initialize must
@@ -237,23 +252,13 @@ fn a_client_that_does_not_wait_gets_the_initialize_answer_first() {
     let root = scratch_root();
     let r = root.path().to_str().unwrap();
     std::fs::write(root.path().join("a.txt"), "one\ntwo\n").unwrap();
-    let mut child = serve_files(&["--root", r], Stdio::null());
-    let mut stdin = child.stdin.take().unwrap();
     let mut lines = vec![
         init(),
         json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
     ];
     lines.extend((1..=20).map(|id| call(id, "FA_line_count", json!({"file_path": "a.txt"}))));
     lines.push(json!({"jsonrpc":"2.0","id":21,"method":"ping"}));
-    for line in lines {
-        writeln!(stdin, "{line}").unwrap();
-    }
-    drop(stdin);
-    let out: Vec<Value> = BufReader::new(child.stdout.take().unwrap())
-        .lines()
-        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
-        .collect();
-    assert!(child.wait().unwrap().success());
+    let out = piped(r, lines);
     assert_eq!(out[0]["id"], 0, "first out: {}", out[0]);
     assert!(out[0]["result"]["serverInfo"].is_object(), "{}", out[0]);
     let mut ids: Vec<i64> = out.iter().filter_map(|v| v["id"].as_i64()).collect();
@@ -270,29 +275,24 @@ fn a_client_that_does_not_wait_gets_the_initialize_answer_first() {
     }
 }
 
+/// `printf '…' | maljan serve files`: stdin closes right after the last request, while a call
+/// is still running on the blocking pool. Its answer must still come, after the quick ones.
 #[test]
 fn calls_still_running_when_stdin_closes_are_answered() {
     let root = scratch_root();
     let r = root.path().to_str().unwrap();
     let big = root.path().join("big.bin");
     std::fs::write(&big, vec![7u8; 8 << 20]).unwrap();
-    let mut child = serve_files(&["--root", r], Stdio::null());
-    let mut stdin = child.stdin.take().unwrap();
-    for line in [
-        init(),
-        json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
-        call(1, "FA_file_checksum", json!({"path": big})),
-        json!({"jsonrpc":"2.0","id":2,"method":"ping"}),
-        call(3, "FA_file_checksum", json!({"path": "/etc/hostname"})),
-    ] {
-        writeln!(stdin, "{line}").unwrap();
-    }
-    drop(stdin);
-    let out: Vec<Value> = BufReader::new(child.stdout.take().unwrap())
-        .lines()
-        .map(|l| serde_json::from_str(&l.unwrap()).unwrap())
-        .collect();
-    assert!(child.wait().unwrap().success());
+    let out = piped(
+        r,
+        [
+            init(),
+            json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+            call(1, "FA_file_checksum", json!({"path": big})),
+            json!({"jsonrpc":"2.0","id":2,"method":"ping"}),
+            call(3, "FA_file_checksum", json!({"path": "/etc/hostname"})),
+        ],
+    );
     let ids: Vec<i64> = out.iter().filter_map(|v| v["id"].as_i64()).collect();
     assert_eq!(ids.len(), 4, "{out:?}");
     assert_eq!(

@@ -175,13 +175,16 @@ fn main() -> anyhow::Result<()> {
         let (tool, args) = &targets[i].trivial;
         d.call(tool, args.clone()).map(drop)
     });
-    let line_count = round_robin(&mut drivers, calls, &|i, d| match &targets[i].line_count {
+    // A server without the tool fails its first call and is shown as "-".
+    let call_if = |d: &mut Driver, call: &Option<(&str, serde_json::Value)>| match call {
         Some((tool, args)) => d.call(tool, args.clone()).map(drop),
-        None => anyhow::bail!("no line count tool"),
+        None => anyhow::bail!("the server has no such tool"),
+    };
+    let line_count = round_robin(&mut drivers, calls, &|i, d| {
+        call_if(d, &targets[i].line_count)
     });
-    let checksum = round_robin(&mut drivers, calls, &|i, d| match &targets[i].checksum {
-        Some((tool, args)) => d.call(tool, args.clone()).map(drop),
-        None => anyhow::bail!("no checksum tool"),
+    let checksum = round_robin(&mut drivers, calls, &|i, d| {
+        call_if(d, &targets[i].checksum)
     });
     std::thread::sleep(Duration::from_millis(300));
     let mut rows = Vec::new();
