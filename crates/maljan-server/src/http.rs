@@ -18,7 +18,11 @@ use rmcp::transport::{
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::{protocol::McpHandler, server::ToolServer};
+use crate::{
+    protocol::McpHandler,
+    server::ToolServer,
+    staging::{Intake, StagingStore, intake},
+};
 
 /// How to serve over HTTP. The defaults suit a server on loopback.
 #[derive(Debug, Clone)]
@@ -35,6 +39,9 @@ pub struct HttpOptions {
     pub auth_token: Option<String>,
     /// Answer POSTs with application/json where possible instead of an SSE stream.
     pub json_response: bool,
+    /// The store behind this server's put_sample tools, when it offers them: their content then
+    /// skips rmcp's JSON parser (see [`crate::staging::intake`]).
+    pub staging: Option<Arc<StagingStore>>,
 }
 
 impl HttpOptions {
@@ -46,6 +53,7 @@ impl HttpOptions {
             max_body_bytes: 64 * 1024 * 1024,
             auth_token: None,
             json_response: false,
+            staging: None,
         }
     }
 }
@@ -93,7 +101,14 @@ where
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let router = Router::new().nest_service("/mcp", service);
+    let mut router = Router::new().nest_service("/mcp", service);
+    if let Some(store) = &options.staging {
+        let state = Intake {
+            store: store.clone(),
+            max_body_bytes: options.max_body_bytes,
+        };
+        router = router.layer(middleware::from_fn_with_state(state, intake));
+    }
     match &options.auth_token {
         Some(token) => router.layer(middleware::from_fn_with_state(
             Arc::new(token.clone().into_bytes()),

@@ -233,7 +233,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         &args.policy,
         Some(name),
         args.server_version,
-        staging,
+        staging.clone(),
     )?;
     match &args.http {
         None => {
@@ -252,6 +252,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             options.max_body_bytes = args.max_message_bytes;
             options.json_response = args.json_response;
             options.auth_token = read_token(args.auth_token_file.as_deref())?;
+            options.staging = staging;
             maljan_server::serve_http(server, options, Default::default()).await?;
         }
     }

@@ -8,6 +8,7 @@ mod common;
 use std::{os::unix::fs::PermissionsExt, process::Command, time::Duration};
 
 use common::*;
+use sha2::Digest as _;
 
 fn py_call(url: &str, tool: &str, args: &str) -> std::process::Output {
     let script = repo_root().join("tests/peers/py_client.py");
@@ -100,6 +101,50 @@ fn a_sample_put_over_http_is_staged_privately_and_usable() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("bad_argument"));
     assert_eq!(walk_count(&staging_dir), before);
+}
+
+/// A sample big enough for the HTTP intake (which takes content_b64 out of the body before rmcp
+/// parses it), sent by a client nobody here wrote: it is staged byte for byte, and the server's
+/// log says the intake took it.
+#[test]
+fn a_large_sample_from_the_python_sdk_goes_through_the_intake() {
+    use base64::Engine as _;
+    let root = scratch_root();
+    let staging = tempfile::tempdir().unwrap();
+    let log = staging.path().join("server.log");
+    let port = free_port();
+    let _server = Running(
+        Command::new(maljan())
+            .args(["serve", "files", "--root"])
+            .arg(root.path())
+            .args(["--http", &format!("127.0.0.1:{port}"), "--staging-dir"])
+            .arg(staging.path().join("stage"))
+            .env("MALJAN_LOG", "info,maljan_server=debug")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    wait_listening(port);
+    // 80 KiB: its base64 fits one command-line argument (128 KiB at most) and the body is over
+    // the intake's 64 KiB threshold.
+    let data: Vec<u8> = (0..80 * 1024u32).map(|i| (i * 31 % 251) as u8).collect();
+    let sha = hex::encode(sha2::Sha256::digest(&data));
+    let content = base64::engine::general_purpose::STANDARD.encode(&data);
+    let args = format!(r#"{{"filename":"big.bin","content_b64":"{content}","sha256":"{sha}"}}"#);
+    let out = py_call(&format!("http://127.0.0.1:{port}/mcp"), "put_sample", &args);
+    assert!(out.status.success(), "{}", text(&out));
+    let path = structured(&out)["path"].as_str().unwrap().to_string();
+    assert_eq!(std::fs::read(&path).unwrap(), data);
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.contains("put_sample content taken from the request body"),
+        "the intake did not take it: {logged}"
+    );
+    assert!(
+        !logged.contains(&content[..64]),
+        "content must never be logged"
+    );
 }
 
 #[test]

@@ -4,11 +4,14 @@
 //!
 //! - `stdio`: a child process (see [`stdio`]).
 //! - `streamable-http`: rmcp's client over reqwest, `Authorization: Bearer` from the token, a new
-//!   session when the server answers 404 for an expired one (rmcp re-initialises transparently).
+//!   session when the server answers 404 for an expired one (rmcp re-initialises transparently);
+//!   a call's large string arguments (a put_sample chunk) go into the body verbatim instead of
+//!   through serde_json's escaping (see `splice`).
 //! - `sse`: the legacy HTTP+SSE transport (see [`sse`]).
 //! - `http`: streamable HTTP, falling back to legacy SSE on the same URL when the server refuses
 //!   the streamable POST (the spec's backwards-compatibility section).
 
+mod splice;
 pub mod sse;
 pub mod stdio;
 
@@ -285,7 +288,8 @@ async fn connect_streamable(
     if let Some(token) = opts.auth.as_ref().filter(|t| !t.is_empty()) {
         tc = tc.auth_header(token.expose().to_string());
     }
-    let transport = StreamableHttpClientTransport::with_client(http_client(), tc);
+    let transport =
+        StreamableHttpClientTransport::with_client(splice::SplicingClient(http_client()), tc);
     let service = handshake(transport, opts.timeout).await?;
     Ok(finish(service, Via::StreamableHttp))
 }

@@ -21,7 +21,9 @@ use sha2::{Digest, Sha256};
 
 use crate::errors::ToolError;
 
+mod intake;
 mod tools;
+pub use intake::{Intake, intake};
 pub use tools::register;
 
 /// Limits and place of a staging store.
@@ -121,6 +123,16 @@ pub struct StagingStore {
     options: StagingOptions,
     dir: PathBuf,
     uploads: Mutex<HashMap<String, Arc<OpenUpload>>>,
+    /// Contents the HTTP intake cut from requests, waiting for their tool (see [`intake`]).
+    stash: intake::Stash,
+}
+
+impl std::fmt::Debug for StagingStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StagingStore")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
 }
 
 impl StagingStore {
@@ -131,6 +143,7 @@ impl StagingStore {
             options,
             dir,
             uploads: Mutex::new(HashMap::new()),
+            stash: intake::Stash::default(),
         }))
     }
 
@@ -146,6 +159,17 @@ impl StagingStore {
                 store.evict_expired();
             }
         });
+    }
+
+    /// Contents the HTTP intake cut from requests that no tool has redeemed yet: zero once the
+    /// answers to those requests are gone.
+    pub fn stashed(&self) -> usize {
+        self.stash.len()
+    }
+
+    /// How many contents the HTTP intake has cut from requests since the store opened.
+    pub fn intake_cuts(&self) -> u64 {
+        self.stash.cuts()
     }
 
     /// The canonical staging directory (add it to the server's roots).
@@ -191,10 +215,25 @@ impl StagingStore {
         Ok((file, path))
     }
 
+    /// The base64 a put_sample tool was given: the argument itself, or what the HTTP intake cut
+    /// from the request when the argument is its ticket.
+    fn encoded(&self, content_b64: String) -> Result<intake::Encoded, ToolError> {
+        match content_b64.strip_prefix(intake::TICKET) {
+            Some(key) => self.stash.take(key).ok_or_else(|| {
+                ToolError::bad_argument("content_b64 is not base64 (nor a live intake ticket)")
+            }),
+            None => Ok(intake::Encoded {
+                range: 0..content_b64.len(),
+                bytes: content_b64.into_bytes(),
+            }),
+        }
+    }
+
     fn put(&self, filename: &str, content_b64: String, sha256: &str) -> Result<PathBuf, ToolError> {
         // Bound the work before decoding: the encoded length tells the decoded size.
-        self.check_size(content_b64.len() as u64 / 4 * 3)?;
-        let bytes = decode_b64(content_b64)?;
+        let encoded = self.encoded(content_b64)?;
+        self.check_size(encoded.range.len() as u64 / 4 * 3)?;
+        let bytes = decode_b64(encoded)?;
         let digest = hex::encode(Sha256::digest(&bytes));
         let expected = normalize_sha256(sha256)?;
         if let Some(expected) = &expected
@@ -286,7 +325,7 @@ impl StagingStore {
     fn chunk(&self, id: &str, seq: u64, content_b64: String) -> Result<u64, ToolError> {
         let upload = self.upload(id)?;
         // Decoded before taking the upload: two chunks in flight decode side by side.
-        let bytes = decode_b64(content_b64)?;
+        let bytes = decode_b64(self.encoded(content_b64)?)?;
         let mut up = upload.lock();
         // A chunk that overtook its predecessor (a client may keep several in flight) waits a
         // moment for it; a real gap is still an error, only a later one.
@@ -424,10 +463,11 @@ fn write_error(e: std::io::Error) -> ToolError {
 
 /// Decodes in the argument's own buffer: no second allocation of a chunk's size, and a SIMD
 /// decoder, because on a fast link decoding is a large share of an upload's CPU.
-fn decode_b64(content: String) -> Result<Vec<u8>, ToolError> {
-    let mut bytes = content.into_bytes();
-    let start = bytes.len() - bytes.trim_ascii_start().len();
-    let end = start + bytes[start..].trim_ascii_end().len();
+fn decode_b64(encoded: intake::Encoded) -> Result<Vec<u8>, ToolError> {
+    let intake::Encoded { mut bytes, range } = encoded;
+    let content = &bytes[range.clone()];
+    let start = range.start + (content.len() - content.trim_ascii_start().len());
+    let end = start + bytes[start..range.end].trim_ascii_end().len();
     let decoded = base64_simd::STANDARD
         .decode_inplace(&mut bytes[start..end])
         .map_err(|_| {

@@ -15,6 +15,24 @@ fn store(max: u64) -> (tempfile::TempDir, Arc<StagingStore>) {
     (dir, StagingStore::open(opts).unwrap())
 }
 
+/// Decodes `text` as a tool argument.
+fn decode_text(text: &str) -> Result<Vec<u8>, ToolError> {
+    decode_b64(intake::Encoded {
+        range: 0..text.len(),
+        bytes: text.as_bytes().to_vec(),
+    })
+}
+
+/// Decodes `text` as the HTTP intake hands it over: in the middle of the request body.
+fn decode_in_body(text: &str) -> Result<Vec<u8>, ToolError> {
+    let head = br#"{"arguments":{"content_b64":""#;
+    let bytes = [head.as_slice(), text.as_bytes(), br#""}}"#].concat();
+    decode_b64(intake::Encoded {
+        range: head.len()..head.len() + text.len(),
+        bytes,
+    })
+}
+
 fn sha(b: &[u8]) -> String {
     hex::encode(Sha256::digest(b))
 }
@@ -147,8 +165,10 @@ fn a_planted_link_is_refused() {
 
 #[test]
 fn decoding_trims_whitespace_and_refuses_what_is_not_base64() {
-    assert_eq!(decode_b64(" aGVsbG8K\n".into()).unwrap(), b"hello\n");
-    assert_eq!(decode_b64(String::new()).unwrap(), b"");
+    assert_eq!(decode_text(" aGVsbG8K\n").unwrap(), b"hello\n");
+    assert_eq!(decode_in_body(" aGVsbG8K\n").unwrap(), b"hello\n");
+    assert_eq!(decode_text("").unwrap(), b"");
+    assert_eq!(decode_in_body("").unwrap(), b"");
     for bad in [
         "aGVsbG8",
         "aGV sbG8K",
@@ -157,7 +177,7 @@ fn decoding_trims_whitespace_and_refuses_what_is_not_base64() {
         "////=",
         "aGVsbG8K====",
     ] {
-        let err = decode_b64(bad.into()).unwrap_err();
+        let err = decode_text(bad).unwrap_err();
         assert_eq!(err.code, ErrorCode::BadArgument, "{bad:?}");
         assert!(err.message.contains("not valid base64"), "{bad:?}");
     }
@@ -176,7 +196,8 @@ proptest! {
             text.replace_range(at..at + 1, &char::from(byte & 0x7f).to_string());
         }
         let reference = B64.decode(text.trim_matches(|c: char| c.is_ascii_whitespace())).ok();
-        prop_assert_eq!(decode_b64(text).ok(), reference);
+        prop_assert_eq!(decode_in_body(&text).ok(), reference.clone());
+        prop_assert_eq!(decode_text(&text).ok(), reference);
     }
 
     #[test]

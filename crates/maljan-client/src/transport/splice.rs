@@ -1,0 +1,405 @@
+//! rmcp's streamable HTTP client over reqwest, but for one kind of message: a `tools/call` whose
+//! arguments hold a large string (a put_sample chunk is 5.6 MB of base64) is posted with that
+//! string spliced into the body as it is. rmcp's client serialises every message with serde_json,
+//! which scans a string byte by byte for characters to escape: for a staged sample that scan was
+//! the largest cost on the client (about 45% of its CPU). A string that needs no escaping is
+//! written verbatim; anything else takes rmcp's own path unchanged.
+//!
+//! Request ids, sessions, re-initialisation, timeouts and cancellation stay rmcp's: only the
+//! body of one POST is built here, and its answer handed back to rmcp as its own client would.
+
+use std::{collections::HashMap, sync::Arc};
+
+use futures::{Stream, StreamExt};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
+use rmcp::{
+    model::{ClientJsonRpcMessage, ClientRequest, ServerJsonRpcMessage},
+    transport::streamable_http_client::{
+        SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+        StreamableHttpResponseLimits,
+    },
+};
+use serde_json::Value;
+
+/// Strings at least this long are spliced; below it serde_json's scan costs nothing worth saving.
+const SPLICE_FROM: usize = 64 * 1024;
+
+type Error = StreamableHttpError<reqwest::Error>;
+type SseStream = futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>>;
+
+/// A `reqwest::Client` that splices large string arguments (see the module doc).
+#[derive(Clone)]
+pub struct SplicingClient(pub reqwest::Client);
+
+impl StreamableHttpClient for SplicingClient {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, Error> {
+        let limits = StreamableHttpResponseLimits::default();
+        self.post_message_with_response_limits(
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+            limits,
+        )
+        .await
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<StreamableHttpPostResponse, Error> {
+        let mut limits = StreamableHttpResponseLimits::default();
+        limits.max_sse_event_size = max_sse_event_size;
+        self.post_message_with_response_limits(
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+            limits,
+        )
+        .await
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, Error> {
+        let mut message = message;
+        match spliced_body(&mut message) {
+            Some(body) => {
+                let post = Post {
+                    uri,
+                    session_id,
+                    auth_header,
+                    custom_headers,
+                };
+                self.post_spliced(post, body, limits).await
+            }
+            None => {
+                self.0
+                    .post_message_with_response_limits(
+                        uri,
+                        message,
+                        session_id,
+                        auth_header,
+                        custom_headers,
+                        limits,
+                    )
+                    .await
+            }
+        }
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), Error> {
+        self.0
+            .delete_session(uri, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<SseStream, Error> {
+        self.0
+            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<SseStream, Error> {
+        self.0
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await
+    }
+}
+
+/// Where a spliced POST goes and what it carries besides its body.
+struct Post {
+    uri: Arc<str>,
+    session_id: Option<Arc<str>>,
+    auth_header: Option<String>,
+    custom_headers: HashMap<HeaderName, HeaderValue>,
+}
+
+impl SplicingClient {
+    /// POSTs a request body and reads the answer as rmcp's reqwest client does on success; a
+    /// failure status is an error (404 on a session: expired, so rmcp starts a new one).
+    async fn post_spliced(
+        &self,
+        post: Post,
+        body: Vec<u8>,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, Error> {
+        let mut request = self
+            .0
+            .post(post.uri.as_ref())
+            .header(ACCEPT, "text/event-stream, application/json")
+            .header(CONTENT_TYPE, "application/json");
+        if let Some(token) = post.auth_header {
+            request = request.bearer_auth(token);
+        }
+        for (name, value) in post.custom_headers {
+            request = request.header(name, value);
+        }
+        if let Some(session) = &post.session_id {
+            request = request.header("mcp-session-id", session.as_ref());
+        }
+        let response = request
+            .body(body)
+            .send()
+            .await
+            .map_err(StreamableHttpError::Client)?;
+        let status = response.status();
+        if status == reqwest::StatusCode::NOT_FOUND && post.session_id.is_some() {
+            return Err(StreamableHttpError::SessionExpired);
+        }
+        if !status.is_success() {
+            return Err(StreamableHttpError::UnexpectedServerResponse(
+                format!("HTTP {status}").into(),
+            ));
+        }
+        let session = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.to_ascii_lowercase());
+        match content_type.as_deref() {
+            Some(ct) if ct.starts_with("text/event-stream") => {
+                let bytes = capped(response.bytes_stream(), limits.max_sse_event_size);
+                let events = sse_stream::SseStream::from_bytes_stream(bytes).boxed();
+                Ok(StreamableHttpPostResponse::Sse(events, session))
+            }
+            Some(ct) if ct.starts_with("application/json") => {
+                let limit = limits.max_json_response_size;
+                let body = read_capped(response, limit).await?;
+                let message = serde_json::from_slice::<ServerJsonRpcMessage>(&body)?;
+                Ok(StreamableHttpPostResponse::Json(message, session))
+            }
+            _ => Err(StreamableHttpError::UnexpectedContentType(content_type)),
+        }
+    }
+}
+
+/// The answer's bytes, failing once more than `limit` have come: the answer to one request is
+/// small, and a server that streams without end must not fill memory.
+fn capped(
+    stream: impl Stream<Item = reqwest::Result<bytes::Bytes>> + Send + 'static,
+    limit: usize,
+) -> impl Stream<Item = std::io::Result<bytes::Bytes>> + Send + 'static {
+    let mut seen = 0usize;
+    stream.map(move |chunk| {
+        let chunk = chunk.map_err(std::io::Error::other)?;
+        seen = seen.saturating_add(chunk.len());
+        if seen > limit {
+            return Err(std::io::Error::other(format!(
+                "the server's answer exceeded {limit} bytes"
+            )));
+        }
+        Ok(chunk)
+    })
+}
+
+async fn read_capped(response: reqwest::Response, limit: usize) -> Result<Vec<u8>, Error> {
+    let mut body = Vec::new();
+    let mut stream = std::pin::pin!(capped(response.bytes_stream(), limit));
+    while let Some(chunk) = stream.next().await {
+        body.extend_from_slice(&chunk?);
+    }
+    Ok(body)
+}
+
+/// The message as JSON with its large string arguments written verbatim, or None, with the
+/// message as it was, when it has none (it then goes through rmcp's client as it is).
+fn spliced_body(message: &mut ClientJsonRpcMessage) -> Option<Vec<u8>> {
+    let nonce = uuid::Uuid::new_v4().simple().to_string();
+    let mut taken = Vec::new();
+    if let ClientJsonRpcMessage::Request(request) = message
+        && let ClientRequest::CallToolRequest(call) = &mut request.request
+        && let Some(arguments) = call.params.arguments.as_mut()
+    {
+        for value in arguments.values_mut() {
+            if let Value::String(s) = value
+                && s.len() >= SPLICE_FROM
+                && writes_verbatim(s)
+            {
+                let placeholder = format!("maljan-splice-{nonce}-{}", taken.len());
+                taken.push((placeholder.clone(), std::mem::replace(s, placeholder)));
+            }
+        }
+    }
+    if taken.is_empty() {
+        return None;
+    }
+    let Ok(small) = serde_json::to_vec(&*message) else {
+        put_back(message, taken);
+        return None;
+    };
+    let big: usize = taken.iter().map(|(_, s)| s.len()).sum();
+    let mut body = Vec::with_capacity(small.len() + big);
+    let mut rest = small.as_slice();
+    for (placeholder, s) in &taken {
+        // The placeholder is a string of its own in the output, quotes included: find it there.
+        let quoted = format!("\"{placeholder}\"");
+        match memchr::memmem::find(rest, quoted.as_bytes()) {
+            Some(at) => {
+                body.extend_from_slice(&rest[..at + 1]);
+                body.extend_from_slice(s.as_bytes());
+                rest = &rest[at + quoted.len() - 1..];
+            }
+            None => {
+                put_back(message, taken);
+                return None;
+            }
+        }
+    }
+    body.extend_from_slice(rest);
+    Some(body)
+}
+
+fn put_back(message: &mut ClientJsonRpcMessage, taken: Vec<(String, String)>) {
+    if let ClientJsonRpcMessage::Request(request) = message
+        && let ClientRequest::CallToolRequest(call) = &mut request.request
+        && let Some(arguments) = call.params.arguments.as_mut()
+    {
+        let mut taken: HashMap<String, String> = taken.into_iter().collect();
+        for value in arguments.values_mut() {
+            if let Value::String(s) = value
+                && let Some(original) = taken.remove(s.as_str())
+            {
+                *s = original;
+            }
+        }
+    }
+}
+
+/// Whether JSON holds `s` as it is: no quote, backslash or control character. Folded over
+/// blocks without an early exit, so the compiler vectorises it.
+fn writes_verbatim(s: &str) -> bool {
+    s.as_bytes().chunks(256).all(|block| {
+        !block.iter().fold(false, |bad, &b| {
+            bad | (b < 0x20) | (b == b'"') | (b == b'\\')
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, RequestId};
+
+    fn call(arguments: serde_json::Map<String, Value>) -> ClientJsonRpcMessage {
+        let params = CallToolRequestParams::new("put_sample_chunk").with_arguments(arguments);
+        ClientJsonRpcMessage::request(
+            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+            RequestId::Number(7),
+        )
+    }
+
+    fn args(content: &str, other: &str) -> serde_json::Map<String, Value> {
+        let mut m = serde_json::Map::new();
+        m.insert("upload_id".into(), Value::String(other.into()));
+        m.insert("seq".into(), Value::from(3));
+        m.insert("content_b64".into(), Value::String(content.into()));
+        m
+    }
+
+    #[test]
+    fn a_large_plain_string_is_spliced_and_the_body_is_what_serde_json_writes() {
+        let content = "QUJD".repeat(SPLICE_FROM);
+        let mut message = call(args(&content, "u-1"));
+        let expected = serde_json::to_vec(&message).unwrap();
+        let body = spliced_body(&mut message).expect("spliced");
+        assert_eq!(body, expected);
+    }
+
+    #[test]
+    fn small_strings_and_other_messages_take_rmcps_path() {
+        assert!(spliced_body(&mut call(args("QUJD", "u-1"))).is_none());
+        let mut ping = ClientJsonRpcMessage::request(
+            ClientRequest::PingRequest(Default::default()),
+            RequestId::Number(1),
+        );
+        assert!(spliced_body(&mut ping).is_none());
+    }
+
+    #[test]
+    fn a_string_that_needs_escaping_is_left_to_serde_json_and_comes_back_whole() {
+        let content = format!("{}\"\n", "a".repeat(SPLICE_FROM));
+        let mut message = call(args(&content, "u-1"));
+        let expected = serde_json::to_vec(&message).unwrap();
+        assert!(spliced_body(&mut message).is_none(), "not spliced");
+        assert_eq!(serde_json::to_vec(&message).unwrap(), expected);
+    }
+
+    proptest! {
+        /// Any big string, with any neighbour (even one that looks like a placeholder), gives
+        /// exactly serde_json's body when spliced, or the message back unchanged.
+        #[test]
+        fn splicing_agrees_with_serde_json(
+            big in proptest::collection::vec(any::<char>(), 0..64),
+            other in "\\PC{0,40}",
+            fill in prop_oneof![Just('A'), Just('"'), Just('\u{1}'), Just('é')],
+        ) {
+            let mut content: String = big.into_iter().collect();
+            content.extend(std::iter::repeat_n(fill, SPLICE_FROM));
+            let other = format!("maljan-splice-{other}-0");
+            let mut message = call(args(&content, &other));
+            let expected = serde_json::to_vec(&message).unwrap();
+            match spliced_body(&mut message) {
+                Some(body) => prop_assert_eq!(body, expected),
+                None => prop_assert_eq!(serde_json::to_vec(&message).unwrap(), expected),
+            }
+        }
+    }
+}
