@@ -10,6 +10,7 @@ use axum::{
     http::{StatusCode, header},
     middleware::{self, Next},
     response::{IntoResponse, Response},
+    serve::ListenerExt as _,
 };
 use rmcp::ServerHandler;
 use rmcp::transport::{
@@ -150,6 +151,13 @@ where
     }
     tracing::info!("serving streamable HTTP on http://{local}/mcp");
     let app = router_with(handler, &options, shutdown.clone());
+    // Without TCP_NODELAY an SSE answer's event, written just after the stream's head, waits
+    // for the client's delayed ACK: ~40 ms added to every call, measured on loopback.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("TCP_NODELAY not set on a connection: {e}");
+        }
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(async move {
             tokio::select! {
