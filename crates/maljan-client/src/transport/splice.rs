@@ -284,25 +284,36 @@ fn spliced_body(message: &mut ClientJsonRpcMessage) -> Option<Vec<u8>> {
         put_back(message, taken);
         return None;
     };
-    let big: usize = taken.iter().map(|(_, s)| s.len()).sum();
-    let mut body = Vec::with_capacity(small.len() + big);
-    let mut rest = small.as_slice();
-    for (placeholder, s) in &taken {
-        // The placeholder is a string of its own in the output, quotes included: find it there.
+    // Where each placeholder's characters are in the output (a string of its own there: the
+    // quotes around it stay).
+    let mut cuts = Vec::with_capacity(taken.len());
+    let mut from = 0;
+    for (placeholder, _) in &taken {
         let quoted = format!("\"{placeholder}\"");
-        match memchr::memmem::find(rest, quoted.as_bytes()) {
-            Some(at) => {
-                body.extend_from_slice(&rest[..at + 1]);
-                body.extend_from_slice(s.as_bytes());
-                rest = &rest[at + quoted.len() - 1..];
-            }
-            None => {
-                put_back(message, taken);
-                return None;
-            }
-        }
+        let Some(at) = memchr::memmem::find(&small[from..], quoted.as_bytes()) else {
+            put_back(message, taken);
+            return None;
+        };
+        let start = from + at + 1;
+        cuts.push(start..start + placeholder.len());
+        from = start + placeholder.len();
     }
-    body.extend_from_slice(rest);
+    let mut body = Vec::new();
+    let mut from = 0;
+    for (i, (cut, (_, string))) in cuts.into_iter().zip(taken).enumerate() {
+        if i == 0 {
+            // Built in the first string's own buffer: a chunk-sized allocation (and its page
+            // faults) saved per call, for one move of its bytes.
+            body = string.into_bytes();
+            body.reserve(small.len() - cut.len());
+            body.splice(0..0, small[..cut.start].iter().copied());
+        } else {
+            body.extend_from_slice(&small[from..cut.start]);
+            body.extend_from_slice(string.as_bytes());
+        }
+        from = cut.end;
+    }
+    body.extend_from_slice(&small[from..]);
     Some(body)
 }
 
@@ -361,6 +372,16 @@ mod tests {
         let expected = serde_json::to_vec(&message).unwrap();
         let body = spliced_body(&mut message).expect("spliced");
         assert_eq!(body, expected);
+    }
+
+    #[test]
+    fn two_large_strings_are_both_spliced_in_their_places() {
+        let mut arguments = args(&"QUJD".repeat(SPLICE_FROM), "u-1");
+        arguments.insert("note".into(), Value::String("xyz".into()));
+        arguments.insert("other".into(), Value::String("RUZH".repeat(SPLICE_FROM)));
+        let mut message = call(arguments);
+        let expected = serde_json::to_vec(&message).unwrap();
+        assert_eq!(spliced_body(&mut message).expect("spliced"), expected);
     }
 
     #[test]

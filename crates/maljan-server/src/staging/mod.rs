@@ -23,8 +23,10 @@ use crate::errors::ToolError;
 
 mod intake;
 mod tools;
+mod write;
 pub use intake::{Intake, intake};
 pub use tools::register;
+use write::{decode_b64, open_direct, write_chunk, write_error};
 
 /// Limits and place of a staging store.
 #[derive(Debug, Clone)]
@@ -74,6 +76,8 @@ struct Upload {
     chunk_ends: Vec<u64>,
     hasher: Sha256,
     file: File,
+    /// The same file opened with O_DIRECT, where the file system offers it (see [`write`]).
+    direct: Option<File>,
     temp: PathBuf,
     touched: Instant,
     /// Finished, aborted or expired: a chunk still waiting for its turn must not write.
@@ -233,8 +237,9 @@ impl StagingStore {
         // Bound the work before decoding: the encoded length tells the decoded size.
         let encoded = self.encoded(content_b64)?;
         self.check_size(encoded.range.len() as u64 / 4 * 3)?;
-        let bytes = decode_b64(encoded)?;
-        let digest = hex::encode(Sha256::digest(&bytes));
+        let decoded = decode_b64(encoded)?;
+        let bytes = decoded.as_slice();
+        let digest = hex::encode(Sha256::digest(bytes));
         let expected = normalize_sha256(sha256)?;
         if let Some(expected) = &expected
             && expected != &digest
@@ -244,7 +249,7 @@ impl StagingStore {
             )));
         }
         let (mut file, temp) = self.new_temp()?;
-        let written = file.write_all(&bytes).and_then(|_| file.sync_data());
+        let written = file.write_all(bytes).and_then(|_| file.sync_data());
         if let Err(e) = written {
             let _ = std::fs::remove_file(&temp);
             return Err(write_error(e));
@@ -289,6 +294,7 @@ impl StagingStore {
             chunk_ends: Vec::new(),
             hasher: Sha256::new(),
             file,
+            direct: open_direct(&temp),
             temp,
             touched: Instant::now(),
             closed: false,
@@ -325,7 +331,8 @@ impl StagingStore {
     fn chunk(&self, id: &str, seq: u64, content_b64: String) -> Result<u64, ToolError> {
         let upload = self.upload(id)?;
         // Decoded before taking the upload: two chunks in flight decode side by side.
-        let bytes = decode_b64(self.encoded(content_b64)?)?;
+        let decoded = decode_b64(self.encoded(content_b64)?)?;
+        let bytes = decoded.as_slice();
         let mut up = upload.lock();
         // A chunk that overtook its predecessor (a client may keep several in flight) waits a
         // moment for it; a real gap is still an error, only a later one.
@@ -355,7 +362,7 @@ impl StagingStore {
                 0 => 0,
                 _ => up.chunk_ends[seq as usize - 1],
             };
-            return if up.holds_at(start, end, &bytes).map_err(write_error)? {
+            return if up.holds_at(start, end, bytes).map_err(write_error)? {
                 Ok(seq)
             } else {
                 Err(ToolError::bad_argument(format!(
@@ -376,14 +383,18 @@ impl StagingStore {
                 "the chunks exceed the size given to put_sample_begin; the upload was dropped",
             ));
         }
-        if let Err(e) = up.file.write_all(&bytes) {
+        let start = up.received();
+        let Upload {
+            file,
+            direct,
+            hasher,
+            ..
+        } = &mut *up;
+        if let Err(e) = write_chunk(file, direct, hasher, start, bytes) {
             drop(up);
             self.abort(id);
             return Err(write_error(e));
         }
-        let start = up.received();
-        start_writeback(&up.file, start, bytes.len() as u64);
-        up.hasher.update(&bytes);
         let end = start + bytes.len() as u64;
         up.chunk_ends.push(end);
         up.touched = Instant::now();
@@ -430,56 +441,6 @@ impl StagingStore {
             let _ = std::fs::remove_file(&temp);
         })
     }
-}
-
-/// Starts writing a chunk to disk now, without waiting for it, so the fdatasync that publishing
-/// needs finds little left to do instead of the whole sample (~70 ms for 100 MiB here).
-#[cfg(target_os = "linux")]
-fn start_writeback(file: &File, offset: u64, len: u64) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: a plain syscall on a descriptor this upload owns; it only schedules writeback.
-    // A failure only loses the head start: fdatasync still runs before the sample is published.
-    unsafe {
-        libc::sync_file_range(
-            file.as_raw_fd(),
-            offset as libc::off64_t,
-            len as libc::off64_t,
-            libc::SYNC_FILE_RANGE_WRITE,
-        );
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn start_writeback(_file: &File, _offset: u64, _len: u64) {}
-
-fn write_error(e: std::io::Error) -> ToolError {
-    if e.raw_os_error() == Some(libc::ENOSPC) {
-        ToolError::tool_failed("the staging disk is full")
-            .with_remediation("free space on the server's staging disk")
-    } else {
-        ToolError::tool_failed(format!("staging: cannot write the sample: {e}"))
-    }
-}
-
-/// Decodes in the argument's own buffer: no second allocation of a chunk's size, and a SIMD
-/// decoder, because on a fast link decoding is a large share of an upload's CPU.
-fn decode_b64(encoded: intake::Encoded) -> Result<Vec<u8>, ToolError> {
-    let intake::Encoded { mut bytes, range } = encoded;
-    let content = &bytes[range.clone()];
-    let start = range.start + (content.len() - content.trim_ascii_start().len());
-    let end = start + bytes[start..range.end].trim_ascii_end().len();
-    let decoded = base64_simd::STANDARD
-        .decode_inplace(&mut bytes[start..end])
-        .map_err(|_| {
-            ToolError::bad_argument(
-                "content_b64 is not valid base64 (standard alphabet, padded, no line breaks)",
-            )
-        })?
-        .len();
-    // decode_inplace wrote the decoded bytes from `start`; move them to the front.
-    bytes.copy_within(start..start + decoded, 0);
-    bytes.truncate(decoded);
-    Ok(bytes)
 }
 
 /// "" means "not given" (Maljan's Python server accepts that on put_sample).

@@ -21,6 +21,7 @@ fn decode_text(text: &str) -> Result<Vec<u8>, ToolError> {
         range: 0..text.len(),
         bytes: text.as_bytes().to_vec(),
     })
+    .map(|d| d.as_slice().to_vec())
 }
 
 /// Decodes `text` as the HTTP intake hands it over: in the middle of the request body.
@@ -31,6 +32,7 @@ fn decode_in_body(text: &str) -> Result<Vec<u8>, ToolError> {
         range: head.len()..head.len() + text.len(),
         bytes,
     })
+    .map(|d| d.as_slice().to_vec())
 }
 
 fn sha(b: &[u8]) -> String {
