@@ -133,11 +133,21 @@ async fn chunks_through_the_intake_land_whole_and_leave_nothing_behind() {
         assert_eq!(ack["seq"], seq);
         assert_eq!(store.intake_cuts(), seq as u64 + 1, "the intake took it");
         assert_eq!(store.stashed(), 0, "the ticket was redeemed");
+        assert_eq!(
+            store.spare_buffers(),
+            1,
+            "the body's buffer is kept for the next"
+        );
     }
     let (err, done) = s
         .call("put_sample_finish", json!({"upload_id": upload_id}))
         .await;
     assert!(!err, "{done}");
+    assert_eq!(
+        store.spare_buffers(),
+        0,
+        "nothing is kept once no upload is open"
+    );
     let staged = std::fs::read(done["path"].as_str().unwrap()).unwrap();
     assert_eq!(staged, data);
 }

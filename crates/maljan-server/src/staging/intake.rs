@@ -44,11 +44,17 @@ pub(super) struct Encoded {
     pub range: Range<usize>,
 }
 
-/// Contents cut from requests whose answers are not yet sent, by ticket.
+/// Buffers kept for the next request bodies while uploads are open: a fresh chunk-sized
+/// buffer costs ~1400 page faults, a measurable share of the server's CPU per chunk.
+const SPARES: usize = 4;
+const SPARE_MAX_BYTES: usize = 16 * 1024 * 1024;
+
+/// Contents cut from requests whose answers are not yet sent, by ticket; and spare buffers.
 #[derive(Default)]
 pub(super) struct Stash {
     held: Mutex<HashMap<String, Encoded>>,
     cuts: AtomicU64,
+    spares: Mutex<Vec<Vec<u8>>>,
 }
 
 impl Stash {
@@ -74,6 +80,39 @@ impl Stash {
 
     pub(super) fn cuts(&self) -> u64 {
         self.cuts.load(Ordering::Relaxed)
+    }
+
+    /// An empty buffer for a body of `length` bytes: a spare one if there is one.
+    fn buffer(&self, length: usize) -> Vec<u8> {
+        let spare = self.spares.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        match spare {
+            Some(mut b) => {
+                b.clear();
+                b.reserve(length);
+                b
+            }
+            None => Vec::with_capacity(length),
+        }
+    }
+
+    /// Keeps a chunk's buffer for the next body, up to a few of a chunk's size.
+    pub(super) fn recycle(&self, bytes: Vec<u8>) {
+        let mut spares = self.spares.lock().unwrap_or_else(|p| p.into_inner());
+        if spares.len() < SPARES && bytes.capacity() <= SPARE_MAX_BYTES {
+            spares.push(bytes);
+        }
+    }
+
+    pub(super) fn spares(&self) -> usize {
+        self.spares.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Frees the spare buffers (no upload is open: nothing is kept while idle).
+    pub(super) fn drop_spares(&self) {
+        self.spares
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
     }
 }
 
@@ -102,7 +141,8 @@ pub async fn intake(State(intake): State<Intake>, request: Request, next: Next) 
         return next.run(request).await;
     };
     let (mut parts, body) = request.into_parts();
-    let body = match read_body(body, length).await {
+    let buffer = intake.store.stash.buffer(length);
+    let body = match read_body(body, buffer, length).await {
         Ok(b) => b,
         Err(e) => {
             tracing::debug!("request body unreadable: {e}");
@@ -142,9 +182,12 @@ pub async fn intake(State(intake): State<Intake>, request: Request, next: Next) 
     Response::from_parts(parts, Body::new(body))
 }
 
-/// The body, into one buffer of its declared length (hyper holds the peer to that length).
-async fn read_body(mut body: Body, length: usize) -> Result<Vec<u8>, axum::Error> {
-    let mut bytes = Vec::with_capacity(length);
+/// The body, into `bytes` (empty, with room for its declared length: hyper holds the peer to it).
+async fn read_body(
+    mut body: Body,
+    mut bytes: Vec<u8>,
+    length: usize,
+) -> Result<Vec<u8>, axum::Error> {
     while let Some(frame) = body.frame().await {
         if let Ok(data) = frame?.into_data() {
             if bytes.len() + data.len() > length {

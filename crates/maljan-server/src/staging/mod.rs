@@ -171,6 +171,12 @@ impl StagingStore {
         self.stash.len()
     }
 
+    /// Body buffers kept for the next chunks: some while an upload is open, none once all are
+    /// closed.
+    pub fn spare_buffers(&self) -> usize {
+        self.stash.spares()
+    }
+
     /// How many contents the HTTP intake has cut from requests since the store opened.
     pub fn intake_cuts(&self) -> u64 {
         self.stash.cuts()
@@ -269,6 +275,10 @@ impl StagingStore {
             }
             keep
         });
+        // A buffer recycled after the last upload closed goes here, within the sweep interval.
+        if uploads.is_empty() {
+            self.stash.drop_spares();
+        }
     }
 
     fn begin(&self, filename: &str, sha256: &str, size: u64) -> Result<String, ToolError> {
@@ -325,6 +335,19 @@ impl StagingStore {
             .remove(id);
         if let Some(upload) = removed {
             upload.close();
+        }
+        self.drop_spares_when_idle();
+    }
+
+    /// Spare body buffers are kept only while some upload is open.
+    fn drop_spares_when_idle(&self) {
+        let idle = self
+            .uploads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty();
+        if idle {
+            self.stash.drop_spares();
         }
     }
 
@@ -399,6 +422,8 @@ impl StagingStore {
         up.chunk_ends.push(end);
         up.touched = Instant::now();
         upload.turn.notify_all();
+        drop(up);
+        self.stash.recycle(decoded.into_buffer());
         Ok(seq)
     }
 
@@ -410,6 +435,7 @@ impl StagingStore {
             .unwrap_or_else(|p| p.into_inner())
             .remove(id);
         drop(removed);
+        self.drop_spares_when_idle();
         let mut up = upload.lock();
         up.closed = true;
         upload.turn.notify_all();

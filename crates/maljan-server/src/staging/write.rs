@@ -34,6 +34,11 @@ impl Decoded {
     pub(super) fn as_slice(&self) -> &[u8] {
         &self.bytes[self.at..self.at + self.len]
     }
+
+    /// The buffer, for reuse.
+    pub(super) fn into_buffer(self) -> Vec<u8> {
+        self.bytes
+    }
 }
 
 /// Decodes in the buffer the base64 arrived in (no second allocation of a chunk's size; a SIMD
