@@ -6,6 +6,9 @@
 //! uploads in flight, and expires abandoned uploads. The path it returns lies inside the server's
 //! roots, so its other tools accept it. Chunks are written in order; one that overtook its
 //! predecessor (a client keeping several in flight) waits for it, up to `gap_wait`.
+//!
+//! Over HTTP a chunk's base64 never passes through rmcp's JSON parser (`intake`), and chunks
+//! reach the disk with O_DIRECT from the buffer they arrived in (`write`).
 
 use std::{
     collections::HashMap,
