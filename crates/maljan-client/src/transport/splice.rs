@@ -263,10 +263,7 @@ async fn read_capped(response: reqwest::Response, limit: usize) -> Result<Vec<u8
 fn spliced_body(message: &mut ClientJsonRpcMessage) -> Option<Vec<u8>> {
     let nonce = uuid::Uuid::new_v4().simple().to_string();
     let mut taken = Vec::new();
-    if let ClientJsonRpcMessage::Request(request) = message
-        && let ClientRequest::CallToolRequest(call) = &mut request.request
-        && let Some(arguments) = call.params.arguments.as_mut()
-    {
+    if let Some(arguments) = arguments_mut(message) {
         for value in arguments.values_mut() {
             if let Value::String(s) = value
                 && s.len() >= SPLICE_FROM
@@ -317,11 +314,21 @@ fn spliced_body(message: &mut ClientJsonRpcMessage) -> Option<Vec<u8>> {
     Some(body)
 }
 
+/// A tools/call's arguments.
+fn arguments_mut(
+    message: &mut ClientJsonRpcMessage,
+) -> Option<&mut serde_json::Map<String, Value>> {
+    match message {
+        ClientJsonRpcMessage::Request(request) => match &mut request.request {
+            ClientRequest::CallToolRequest(call) => call.params.arguments.as_mut(),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 fn put_back(message: &mut ClientJsonRpcMessage, taken: Vec<(String, String)>) {
-    if let ClientJsonRpcMessage::Request(request) = message
-        && let ClientRequest::CallToolRequest(call) = &mut request.request
-        && let Some(arguments) = call.params.arguments.as_mut()
-    {
+    if let Some(arguments) = arguments_mut(message) {
         let mut taken: HashMap<String, String> = taken.into_iter().collect();
         for value in arguments.values_mut() {
             if let Value::String(s) = value

@@ -278,10 +278,9 @@ impl StagingStore {
             }
             keep
         });
+        drop(uploads);
         // A buffer recycled after the last upload closed goes here, within the sweep interval.
-        if uploads.is_empty() {
-            self.stash.drop_spares();
-        }
+        self.drop_spares_when_idle();
     }
 
     fn begin(&self, filename: &str, sha256: &str, size: u64) -> Result<String, ToolError> {

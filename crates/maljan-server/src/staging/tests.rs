@@ -26,13 +26,7 @@ fn decode_text(text: &str) -> Result<Vec<u8>, ToolError> {
 
 /// Decodes `text` as the HTTP intake hands it over: in the middle of the request body.
 fn decode_in_body(text: &str) -> Result<Vec<u8>, ToolError> {
-    let head = br#"{"arguments":{"content_b64":""#;
-    let bytes = [head.as_slice(), text.as_bytes(), br#""}}"#].concat();
-    decode_b64(intake::Encoded {
-        range: head.len()..head.len() + text.len(),
-        bytes,
-    })
-    .map(|d| d.as_slice().to_vec())
+    decode_b64(intake::Encoded::in_body(text)).map(|d| d.as_slice().to_vec())
 }
 
 fn sha(b: &[u8]) -> String {

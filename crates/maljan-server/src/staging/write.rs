@@ -149,25 +149,16 @@ pub(super) fn write_error(e: std::io::Error) -> ToolError {
 mod tests {
     use super::*;
 
-    fn encoded_in_body(text: &str) -> Encoded {
-        let head = br#"{"arguments":{"content_b64":""#;
-        let bytes = [head.as_slice(), text.as_bytes(), br#""}}"#].concat();
-        Encoded {
-            range: head.len()..head.len() + text.len(),
-            bytes,
-        }
-    }
-
     #[test]
     fn a_decoded_chunk_lands_on_a_page_boundary_when_there_is_room() {
         use base64::Engine as _;
         let data: Vec<u8> = (0..64 * 1024u32).map(|i| (i % 253) as u8).collect();
         let text = base64::engine::general_purpose::STANDARD.encode(&data);
-        let d = decode_b64(encoded_in_body(&text)).unwrap();
+        let d = decode_b64(Encoded::in_body(&text)).unwrap();
         assert_eq!(d.as_slice(), data);
         assert!((d.as_slice().as_ptr() as usize).is_multiple_of(ALIGN));
         // No room for a boundary: the bytes stay where they are, still right.
-        let d = decode_b64(encoded_in_body("aGVsbG8K")).unwrap();
+        let d = decode_b64(Encoded::in_body("aGVsbG8K")).unwrap();
         assert_eq!(d.as_slice(), b"hello\n");
     }
 
