@@ -181,7 +181,11 @@ async fn a_chunk_rmcp_refuses_leaves_no_stash_and_bad_base64_is_the_tools_error(
         )
         .await;
     assert!(err);
-    assert_eq!(store.intake_cuts(), 2, "the intake took it");
+    assert_eq!(
+        store.intake_cuts(),
+        1,
+        "content that is not plain base64 goes on to rmcp as it came"
+    );
     assert_eq!(answer["error"]["code"], "bad_argument", "{answer}");
     assert!(
         answer["error"]["message"]

@@ -12,7 +12,6 @@
 
 use std::{
     collections::HashMap,
-    ops::Range,
     sync::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
@@ -29,7 +28,11 @@ use axum::{
 use http_body_util::BodyExt;
 use serde::Deserialize;
 
-use super::StagingStore;
+use super::{
+    StagingStore,
+    split::{Split, Splitter},
+    write::Decoded,
+};
 
 /// What a ticket looks like in `content_b64`. `@` and `:` are not base64, so no content sent by
 /// a client can be taken for a ticket that this middleware issued.
@@ -37,24 +40,6 @@ pub(super) const TICKET: &str = "@stashed:";
 
 /// Bodies below this size go to rmcp untouched: cutting saves nothing worth the look.
 const CUT_FROM: usize = 64 * 1024;
-
-/// A sample's base64 as it arrived: `bytes[range]`.
-pub(super) struct Encoded {
-    pub bytes: Vec<u8>,
-    pub range: Range<usize>,
-}
-
-#[cfg(test)]
-impl Encoded {
-    /// `text` as the intake hands it over: in the middle of a request body.
-    pub(super) fn in_body(text: &str) -> Self {
-        let head = br#"{"arguments":{"content_b64":""#;
-        Self {
-            bytes: [head.as_slice(), text.as_bytes(), br#""}}"#].concat(),
-            range: head.len()..head.len() + text.len(),
-        }
-    }
-}
 
 /// Buffers kept for the next request bodies while uploads are open: a fresh chunk-sized
 /// buffer costs ~1400 page faults, a measurable share of the server's CPU per chunk.
@@ -64,22 +49,22 @@ const SPARE_MAX_BYTES: usize = 16 * 1024 * 1024;
 /// Contents cut from requests whose answers are not yet sent, by ticket; and spare buffers.
 #[derive(Default)]
 pub(super) struct Stash {
-    held: Mutex<HashMap<String, Encoded>>,
+    held: Mutex<HashMap<String, Decoded>>,
     cuts: AtomicU64,
     spares: Mutex<Vec<Vec<u8>>>,
 }
 
 impl Stash {
-    fn put(&self, key: String, encoded: Encoded) {
+    fn put(&self, key: String, decoded: Decoded) {
         self.cuts.fetch_add(1, Ordering::Relaxed);
         self.held
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(key, encoded);
+            .insert(key, decoded);
     }
 
     /// The content behind `ticket` (the part after [`TICKET`]), once.
-    pub(super) fn take(&self, key: &str) -> Option<Encoded> {
+    pub(super) fn take(&self, key: &str) -> Option<Decoded> {
         self.held
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -94,17 +79,10 @@ impl Stash {
         self.cuts.load(Ordering::Relaxed)
     }
 
-    /// An empty buffer for a body of `length` bytes: a spare one if there is one.
-    fn buffer(&self, length: usize) -> Vec<u8> {
+    /// A buffer to decode a body's content into: a spare one if there is one.
+    fn buffer(&self) -> Vec<u8> {
         let spare = self.spares.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        match spare {
-            Some(mut b) => {
-                b.clear();
-                b.reserve(length);
-                b
-            }
-            None => Vec::with_capacity(length),
-        }
+        spare.unwrap_or_default()
     }
 
     /// Keeps a chunk's buffer for the next body, up to a few of a chunk's size.
@@ -152,31 +130,41 @@ pub async fn intake(State(intake): State<Intake>, request: Request, next: Next) 
     let Some(length) = worth_a_look(&request, intake.max_body_bytes) else {
         return next.run(request).await;
     };
-    let (mut parts, body) = request.into_parts();
-    let buffer = intake.store.stash.buffer(length);
-    let body = match read_body(body, buffer, length).await {
-        Ok(b) => b,
-        Err(e) => {
-            tracing::debug!("request body unreadable: {e}");
+    let (mut parts, mut body) = request.into_parts();
+    let mut splitter = Splitter::new(intake.store.stash.buffer(), length);
+    while let Some(frame) = body.frame().await {
+        let taken = match frame {
+            Ok(frame) => frame
+                .into_data()
+                .map_or(Ok(()), |data| splitter.push(&data)),
+            Err(e) => {
+                tracing::debug!("request body unreadable: {e}");
+                Err("unreadable")
+            }
+        };
+        if taken.is_err() {
             return (
                 StatusCode::BAD_REQUEST,
                 "the request body could not be read\n",
             )
                 .into_response();
         }
-    };
+    }
     let key = uuid::Uuid::new_v4().simple().to_string();
-    let Some((range, rest)) = cut(&body, &format!("{TICKET}{key}")) else {
-        return next.run(Request::from_parts(parts, Body::from(body))).await;
+    let ticket = format!("{TICKET}{key}");
+    let (rest, decoded) = match splitter.finish(&ticket, |rest| is_staging_call(rest, &ticket)) {
+        Split::Cut { rest, decoded } => (rest, decoded),
+        // The decode buffer is not kept: a body that is not a chunk says nothing of whether an
+        // upload is open, and spares are kept only while one is.
+        Split::Whole(body) => {
+            return next.run(Request::from_parts(parts, Body::from(body))).await;
+        }
     };
     tracing::debug!(
-        encoded_bytes = range.len(),
+        decoded_bytes = decoded.as_slice().len(),
         "put_sample content taken from the request body"
     );
-    intake
-        .store
-        .stash
-        .put(key.clone(), Encoded { bytes: body, range });
+    intake.store.stash.put(key.clone(), decoded);
     let ticket = Ticket {
         store: intake.store,
         key,
@@ -192,25 +180,6 @@ pub async fn intake(State(intake): State<Intake>, request: Request, next: Next) 
         frame
     });
     Response::from_parts(parts, Body::new(body))
-}
-
-/// The body, into `bytes` (empty, with room for its declared length: hyper holds the peer to it).
-async fn read_body(
-    mut body: Body,
-    mut bytes: Vec<u8>,
-    length: usize,
-) -> Result<Vec<u8>, axum::Error> {
-    while let Some(frame) = body.frame().await {
-        if let Ok(data) = frame?.into_data() {
-            if bytes.len() + data.len() > length {
-                return Err(axum::Error::new(
-                    "the body is longer than its Content-Length",
-                ));
-            }
-            bytes.extend_from_slice(&data);
-        }
-    }
-    Ok(bytes)
 }
 
 /// The declared length of a JSON POST big enough to carry a chunk and within the bound (a body
@@ -257,41 +226,15 @@ struct Arguments<'a> {
     content_b64: &'a str,
 }
 
-/// Where `content_b64`'s characters lie in `body`, and the body with `ticket` in their place,
-/// when the body is a tools/call of put_sample or put_sample_chunk. Found in two steps, so the
-/// content is scanned once, by memchr, instead of by serde_json's escape scan and UTF-8 check:
-///
-/// 1. the string after the first `"content_b64"` key, up to the next quote (a backslash first
-///    means escapes: not base64, left to rmcp and the tool);
-/// 2. the body with that string replaced by the ticket must parse, now small, as a tools/call of
-///    a put_sample tool whose content_b64 is exactly the ticket. The ticket is fresh and random,
-///    so it can be there only because the cut was the right one.
-///
-/// Outside the cut the body is checked by serde_json; inside it holds no quote or backslash,
-/// and anything else that is not base64 (a control character, say) the decoder refuses.
-fn cut(body: &[u8], ticket: &str) -> Option<(Range<usize>, Vec<u8>)> {
-    const KEY: &[u8] = b"\"content_b64\"";
-    let blank = |b: &u8| matches!(b, b' ' | b'\t' | b'\n' | b'\r');
-    let after_key = memchr::memmem::find(body, KEY)? + KEY.len();
-    let mut at = after_key
-        + body
-            .get(after_key..)?
-            .iter()
-            .take_while(|b| blank(b))
-            .count();
-    (body.get(at) == Some(&b':')).then_some(())?;
-    at += 1;
-    at += body.get(at..)?.iter().take_while(|b| blank(b)).count();
-    (body.get(at) == Some(&b'"')).then_some(())?;
-    let start = at + 1;
-    let end = start + memchr::memchr2(b'"', b'\\', body.get(start..)?)?;
-    (body[end] == b'"').then_some(())?;
-    let rest = [&body[..start], ticket.as_bytes(), &body[end..]].concat();
-    let call: Call = serde_json::from_slice(&rest).ok()?;
+/// Whether `rest` (a body with `ticket` in its content's place) is a tools/call of put_sample
+/// or put_sample_chunk whose content_b64 is exactly the ticket. The ticket is fresh and random,
+/// so it can be there only because the content taken out was that argument.
+fn is_staging_call(rest: &[u8], ticket: &str) -> bool {
+    let Ok(call) = serde_json::from_slice::<Call>(rest) else {
+        return false;
+    };
     let staging = matches!(call.params.name, "put_sample" | "put_sample_chunk");
-    let ours =
-        call.method == "tools/call" && staging && call.params.arguments.content_b64 == ticket;
-    ours.then_some((start..end, rest))
+    call.method == "tools/call" && staging && call.params.arguments.content_b64 == ticket
 }
 
 #[cfg(test)]
@@ -308,22 +251,32 @@ mod tests {
         .unwrap()
     }
 
+    /// The decoded content when the body is a staging call; else None, and the body went on
+    /// as it came.
     fn found(b: &[u8]) -> Option<Vec<u8>> {
-        cut(b, T).map(|(range, rest)| {
-            let v: serde_json::Value = serde_json::from_slice(&rest).unwrap();
-            assert_eq!(v["params"]["arguments"]["content_b64"], T);
-            b[range].to_vec()
-        })
+        let mut splitter = Splitter::new(Vec::new(), b.len());
+        splitter.push(b).unwrap();
+        match splitter.finish(T, |rest| is_staging_call(rest, T)) {
+            Split::Cut { rest, decoded } => {
+                let v: serde_json::Value = serde_json::from_slice(&rest).unwrap();
+                assert_eq!(v["params"]["arguments"]["content_b64"], T);
+                Some(decoded.as_slice().to_vec())
+            }
+            Split::Whole(body) => {
+                assert_eq!(body, b);
+                None
+            }
+        }
     }
 
     #[test]
     fn the_content_of_a_staging_call_is_found_exactly() {
         for name in ["put_sample", "put_sample_chunk"] {
-            assert_eq!(found(&body(name, "QUJD")).as_deref(), Some(&b"QUJD"[..]));
+            assert_eq!(found(&body(name, "QUJD")).as_deref(), Some(&b"ABC"[..]));
         }
         let spaced = br#"{ "method" : "tools/call", "params" : { "name" : "put_sample", "arguments" : { "content_b64" :
             "QUJD" } } }"#;
-        assert_eq!(found(spaced).as_deref(), Some(&b"QUJD"[..]));
+        assert_eq!(found(spaced).as_deref(), Some(&b"ABC"[..]));
     }
 
     #[test]
@@ -336,16 +289,15 @@ mod tests {
         let duplicate = br#"{"method":"tools/call","params":{"name":"put_sample","arguments":{"content_b64":"QQ==","content_b64":"Qg=="}}}"#;
         assert_eq!(found(duplicate), None);
         // The first "content_b64" key is not the argument: the ticket lands elsewhere.
-        let decoy = br#"{"method":"tools/call","params":{"_meta":{"content_b64":"x"},"name":"put_sample","arguments":{"content_b64":"QUJD"}}}"#;
+        let decoy = br#"{"method":"tools/call","params":{"_meta":{"content_b64":"QUJD"},"name":"put_sample","arguments":{"content_b64":"QUJD"}}}"#;
         assert_eq!(found(decoy), None);
     }
 
     proptest::proptest! {
-        /// Whatever the body (cut short, or with any byte changed), a cut that is accepted holds
-        /// exactly the string serde_json reads there; or, where the body is not JSON at all,
-        /// bytes the base64 decoder refuses.
+        /// Whatever the body (cut short, or with any byte changed), content that is taken is
+        /// exactly the decoding of the string serde_json reads there.
         #[test]
-        fn an_accepted_cut_is_the_content_serde_json_reads(
+        fn taken_content_is_what_serde_json_reads(
             content in "[A-Za-z0-9+/=\"\\\\é \u{1}]{0,40}",
             cut_at in 0usize..200,
             noise in proptest::option::of((0usize..200, proptest::prelude::any::<u8>())),
@@ -353,17 +305,11 @@ mod tests {
             let mut b = body("put_sample_chunk", &content);
             if cut_at < b.len() { b.truncate(cut_at); }
             if let Some((at, byte)) = noise && at < b.len() { b[at] = byte; }
-            if let Some(range) = cut(&b, T).map(|(r, _)| r) {
-                match serde_json::from_slice::<serde_json::Value>(&b) {
-                    Ok(v) => {
-                        let read = v["params"]["arguments"]["content_b64"].as_str().unwrap();
-                        proptest::prop_assert_eq!(&b[range], read.as_bytes());
-                    }
-                    Err(_) => proptest::prop_assert!(
-                        b[range].iter().any(|c| !(0x20..0x80).contains(c)),
-                        "{}", String::from_utf8_lossy(&b)
-                    ),
-                }
+            if let Some(decoded) = found(&b) {
+                let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
+                let read = v["params"]["arguments"]["content_b64"].as_str().unwrap();
+                let expected = base64_simd::STANDARD.decode_to_vec(read).unwrap();
+                proptest::prop_assert_eq!(decoded, expected);
             }
         }
     }

@@ -25,11 +25,12 @@ use sha2::{Digest, Sha256};
 use crate::errors::ToolError;
 
 mod intake;
+mod split;
 mod tools;
 mod write;
 pub use intake::{Intake, intake};
 pub use tools::register;
-use write::{decode_b64, open_direct, write_chunk, write_error};
+use write::{Decoded, decode_b64, open_direct, write_chunk, write_error};
 
 /// Limits and place of a staging store.
 #[derive(Debug, Clone)]
@@ -228,26 +229,26 @@ impl StagingStore {
         Ok((file, path))
     }
 
-    /// The base64 a put_sample tool was given: the argument itself, or what the HTTP intake cut
-    /// from the request when the argument is its ticket.
-    fn encoded(&self, content_b64: String) -> Result<intake::Encoded, ToolError> {
+    /// The bytes a put_sample tool was given: the argument decoded, or what the HTTP intake
+    /// decoded from the request when the argument is its ticket.
+    fn content(&self, content_b64: String) -> Result<Decoded, ToolError> {
         match content_b64.strip_prefix(intake::TICKET) {
             Some(key) => self.stash.take(key).ok_or_else(|| {
                 ToolError::bad_argument("content_b64 is not base64 (nor a live intake ticket)")
             }),
-            None => Ok(intake::Encoded {
-                range: 0..content_b64.len(),
-                bytes: content_b64.into_bytes(),
-            }),
+            None => decode_b64(content_b64),
         }
     }
 
     fn put(&self, filename: &str, content_b64: String, sha256: &str) -> Result<PathBuf, ToolError> {
-        // Bound the work before decoding: the encoded length tells the decoded size.
-        let encoded = self.encoded(content_b64)?;
-        self.check_size(encoded.range.len() as u64 / 4 * 3)?;
-        let decoded = decode_b64(encoded)?;
+        // Bound the work before decoding where there is any left: the encoded length tells the
+        // decoded size. (The intake's ticket comes decoded, within the body size bound.)
+        if !content_b64.starts_with(intake::TICKET) {
+            self.check_size(content_b64.len() as u64 / 4 * 3)?;
+        }
+        let decoded = self.content(content_b64)?;
         let bytes = decoded.as_slice();
+        self.check_size(bytes.len() as u64)?;
         let digest = hex::encode(Sha256::digest(bytes));
         let expected = normalize_sha256(sha256)?;
         if let Some(expected) = &expected
@@ -356,7 +357,7 @@ impl StagingStore {
     fn chunk(&self, id: &str, seq: u64, content_b64: String) -> Result<u64, ToolError> {
         let upload = self.upload(id)?;
         // Decoded before taking the upload: two chunks in flight decode side by side.
-        let decoded = decode_b64(self.encoded(content_b64)?)?;
+        let decoded = self.content(content_b64)?;
         let bytes = decoded.as_slice();
         let mut up = upload.lock();
         // A chunk that overtook its predecessor (a client may keep several in flight) waits a

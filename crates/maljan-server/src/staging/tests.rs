@@ -17,16 +17,7 @@ fn store(max: u64) -> (tempfile::TempDir, Arc<StagingStore>) {
 
 /// Decodes `text` as a tool argument.
 fn decode_text(text: &str) -> Result<Vec<u8>, ToolError> {
-    decode_b64(intake::Encoded {
-        range: 0..text.len(),
-        bytes: text.as_bytes().to_vec(),
-    })
-    .map(|d| d.as_slice().to_vec())
-}
-
-/// Decodes `text` as the HTTP intake hands it over: in the middle of the request body.
-fn decode_in_body(text: &str) -> Result<Vec<u8>, ToolError> {
-    decode_b64(intake::Encoded::in_body(text)).map(|d| d.as_slice().to_vec())
+    decode_b64(text.to_string()).map(|d| d.as_slice().to_vec())
 }
 
 fn sha(b: &[u8]) -> String {
@@ -162,9 +153,7 @@ fn a_planted_link_is_refused() {
 #[test]
 fn decoding_trims_whitespace_and_refuses_what_is_not_base64() {
     assert_eq!(decode_text(" aGVsbG8K\n").unwrap(), b"hello\n");
-    assert_eq!(decode_in_body(" aGVsbG8K\n").unwrap(), b"hello\n");
     assert_eq!(decode_text("").unwrap(), b"");
-    assert_eq!(decode_in_body("").unwrap(), b"");
     for bad in [
         "aGVsbG8",
         "aGV sbG8K",
@@ -192,7 +181,6 @@ proptest! {
             text.replace_range(at..at + 1, &char::from(byte & 0x7f).to_string());
         }
         let reference = B64.decode(text.trim_matches(|c: char| c.is_ascii_whitespace())).ok();
-        prop_assert_eq!(decode_in_body(&text).ok(), reference.clone());
         prop_assert_eq!(decode_text(&text).ok(), reference);
     }
 

@@ -12,12 +12,11 @@ use std::{fs::File, os::unix::fs::FileExt};
 
 use sha2::{Digest, Sha256};
 
-use super::intake::Encoded;
 use crate::errors::ToolError;
 
 /// O_DIRECT needs the buffer, the length and the file offset aligned; a page satisfies every
 /// file system that offers it.
-const ALIGN: usize = 4096;
+pub(super) const ALIGN: usize = 4096;
 
 /// Chunks under this size are written buffered and hashed in line: a second thread costs more
 /// than it saves.
@@ -31,6 +30,12 @@ pub(super) struct Decoded {
 }
 
 impl Decoded {
+    /// The bytes from `at` to the end of `bytes`.
+    pub(super) fn aligned(bytes: Vec<u8>, at: usize) -> Self {
+        let len = bytes.len() - at;
+        Self { bytes, at, len }
+    }
+
     pub(super) fn as_slice(&self) -> &[u8] {
         &self.bytes[self.at..self.at + self.len]
     }
@@ -41,14 +46,14 @@ impl Decoded {
     }
 }
 
-/// Decodes in the buffer the base64 arrived in (no second allocation of a chunk's size; a SIMD
-/// decoder, because on a fast link decoding is a large share of an upload's CPU), then moves the
-/// result to the buffer's first page boundary, so it can be written with O_DIRECT.
-pub(super) fn decode_b64(encoded: Encoded) -> Result<Decoded, ToolError> {
-    let Encoded { mut bytes, range } = encoded;
-    let content = &bytes[range.clone()];
-    let start = range.start + (content.len() - content.trim_ascii_start().len());
-    let end = start + bytes[start..range.end].trim_ascii_end().len();
+/// Decodes a content_b64 argument in its own buffer (no second allocation of a chunk's size; a
+/// SIMD decoder, because on a fast link decoding is a large share of an upload's CPU), then
+/// moves the result to the buffer's first page boundary, so it can be written with O_DIRECT.
+/// Blanks around the base64 are allowed.
+pub(super) fn decode_b64(text: String) -> Result<Decoded, ToolError> {
+    let mut bytes = text.into_bytes();
+    let start = bytes.len() - bytes.trim_ascii_start().len();
+    let end = start + bytes[start..].trim_ascii_end().len();
     let len = base64_simd::STANDARD
         .decode_inplace(&mut bytes[start..end])
         .map_err(|_| {
@@ -154,11 +159,11 @@ mod tests {
         use base64::Engine as _;
         let data: Vec<u8> = (0..64 * 1024u32).map(|i| (i % 253) as u8).collect();
         let text = base64::engine::general_purpose::STANDARD.encode(&data);
-        let d = decode_b64(Encoded::in_body(&text)).unwrap();
+        let d = decode_b64(text).unwrap();
         assert_eq!(d.as_slice(), data);
         assert!((d.as_slice().as_ptr() as usize).is_multiple_of(ALIGN));
         // No room for a boundary: the bytes stay where they are, still right.
-        let d = decode_b64(Encoded::in_body("aGVsbG8K")).unwrap();
+        let d = decode_b64("aGVsbG8K".into()).unwrap();
         assert_eq!(d.as_slice(), b"hello\n");
     }
 
