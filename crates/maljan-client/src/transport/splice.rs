@@ -11,7 +11,7 @@
 use std::{collections::HashMap, sync::Arc};
 
 use futures::{Stream, StreamExt};
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderName, HeaderValue};
+use reqwest::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HeaderName, HeaderValue};
 use rmcp::{
     model::{ClientJsonRpcMessage, ClientRequest, ServerJsonRpcMessage},
     transport::streamable_http_client::{
@@ -172,7 +172,7 @@ impl SplicingClient {
     async fn post_spliced(
         &self,
         post: Post,
-        body: Vec<u8>,
+        body: Body,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, Error> {
         let mut request = self
@@ -189,8 +189,8 @@ impl SplicingClient {
         if let Some(session) = &post.session_id {
             request = request.header("mcp-session-id", session.as_ref());
         }
-        let response = request
-            .body(body)
+        let response = body
+            .into_request(request)
             .send()
             .await
             .map_err(StreamableHttpError::Client)?;
@@ -258,9 +258,35 @@ async fn read_capped(response: reqwest::Response, limit: usize) -> Result<Vec<u8
     Ok(body)
 }
 
+/// A request body in parts: the JSON around each spliced string, and the strings themselves.
+/// Sent as they are (one vectored write), so no part is copied into another.
+#[derive(Debug)]
+struct Body(Vec<bytes::Bytes>);
+
+impl Body {
+    fn len(&self) -> usize {
+        self.0.iter().map(bytes::Bytes::len).sum()
+    }
+
+    #[cfg(test)]
+    fn concat(&self) -> Vec<u8> {
+        self.0.concat()
+    }
+
+    /// A reqwest body that declares its length: hyper then sends the parts as they are, and the
+    /// server sees a Content-Length (its intake reads only bodies that declare one).
+    fn into_request(self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        let len = self.len();
+        let parts = futures::stream::iter(self.0.into_iter().map(Ok::<_, std::io::Error>));
+        request
+            .header(CONTENT_LENGTH, len)
+            .body(reqwest::Body::wrap_stream(parts))
+    }
+}
+
 /// The message as JSON with its large string arguments written verbatim, or None, with the
 /// message as it was, when it has none (it then goes through rmcp's client as it is).
-fn spliced_body(message: &mut ClientJsonRpcMessage) -> Option<Vec<u8>> {
+fn spliced_body(message: &mut ClientJsonRpcMessage) -> Option<Body> {
     let nonce = uuid::Uuid::new_v4().simple().to_string();
     let mut taken = Vec::new();
     if let Some(arguments) = arguments_mut(message) {
@@ -295,23 +321,16 @@ fn spliced_body(message: &mut ClientJsonRpcMessage) -> Option<Vec<u8>> {
         cuts.push(start..start + placeholder.len());
         from = start + placeholder.len();
     }
-    let mut body = Vec::new();
+    let small = bytes::Bytes::from(small);
+    let mut parts = Vec::with_capacity(2 * cuts.len() + 1);
     let mut from = 0;
-    for (i, (cut, (_, string))) in cuts.into_iter().zip(taken).enumerate() {
-        if i == 0 {
-            // Built in the first string's own buffer: a chunk-sized allocation (and its page
-            // faults) saved per call, for one move of its bytes.
-            body = string.into_bytes();
-            body.reserve(small.len() - cut.len());
-            body.splice(0..0, small[..cut.start].iter().copied());
-        } else {
-            body.extend_from_slice(&small[from..cut.start]);
-            body.extend_from_slice(string.as_bytes());
-        }
+    for (cut, (_, string)) in cuts.into_iter().zip(taken) {
+        parts.push(small.slice(from..cut.start));
+        parts.push(bytes::Bytes::from(string));
         from = cut.end;
     }
-    body.extend_from_slice(&small[from..]);
-    Some(body)
+    parts.push(small.slice(from..));
+    Some(Body(parts))
 }
 
 /// A tools/call's arguments.
@@ -340,10 +359,28 @@ fn put_back(message: &mut ClientJsonRpcMessage, taken: Vec<(String, String)>) {
     }
 }
 
-/// Whether JSON holds `s` as it is: no quote, backslash or control character. Folded over
-/// blocks without an early exit, so the compiler vectorises it.
+/// Whether JSON holds `s` as it is: no quote, backslash or control character. With AVX2 where
+/// the CPU has it (twice the bytes per step of the baseline's SSE2; this scan reads every byte
+/// of a chunk once more).
 fn writes_verbatim(s: &str) -> bool {
-    s.as_bytes().chunks(256).all(|block| {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2, checked just above.
+        return unsafe { writes_verbatim_avx2(s.as_bytes()) };
+    }
+    verbatim(s.as_bytes())
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn writes_verbatim_avx2(bytes: &[u8]) -> bool {
+    verbatim(bytes)
+}
+
+/// Folded over blocks without an early exit, so the compiler vectorises it.
+#[inline(always)]
+fn verbatim(bytes: &[u8]) -> bool {
+    bytes.chunks(256).all(|block| {
         !block.iter().fold(false, |bad, &b| {
             bad | (b < 0x20) | (b == b'"') | (b == b'\\')
         })
@@ -378,7 +415,8 @@ mod tests {
         let mut message = call(args(&content, "u-1"));
         let expected = serde_json::to_vec(&message).unwrap();
         let body = spliced_body(&mut message).expect("spliced");
-        assert_eq!(body, expected);
+        assert_eq!(body.len(), expected.len());
+        assert_eq!(body.concat(), expected);
     }
 
     #[test]
@@ -388,7 +426,10 @@ mod tests {
         arguments.insert("other".into(), Value::String("RUZH".repeat(SPLICE_FROM)));
         let mut message = call(arguments);
         let expected = serde_json::to_vec(&message).unwrap();
-        assert_eq!(spliced_body(&mut message).expect("spliced"), expected);
+        assert_eq!(
+            spliced_body(&mut message).expect("spliced").concat(),
+            expected
+        );
     }
 
     #[test]
@@ -410,6 +451,76 @@ mod tests {
         assert_eq!(serde_json::to_vec(&message).unwrap(), expected);
     }
 
+    #[test]
+    fn the_verbatim_check_finds_every_character_json_escapes_anywhere() {
+        for byte in 0u8..0x80 {
+            for at in [0, 31, 32, 255, 256, 999] {
+                let mut s = vec![b'A'; 1000];
+                s[at] = byte;
+                let s = String::from_utf8(s).unwrap();
+                let plain = byte >= 0x20 && byte != b'"' && byte != b'\\';
+                assert_eq!(writes_verbatim(&s), plain, "{byte:#x} at {at}");
+            }
+        }
+    }
+
+    /// The parts go out as one body with its length declared (the server's intake reads only
+    /// such bodies), and the answer comes back as rmcp's client would give it.
+    #[tokio::test]
+    async fn a_spliced_body_goes_out_whole_with_its_length() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let uri: Arc<str> = format!("http://{}/mcp", listener.local_addr().unwrap()).into();
+        let content = "QUJD".repeat(SPLICE_FROM);
+        let message = call(args(&content, "u-1"));
+        let expected = serde_json::to_vec(&message).unwrap();
+        let server = tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            let mut got = Vec::new();
+            let mut buf = vec![0u8; 1 << 16];
+            let head_end = loop {
+                let n = sock.read(&mut buf).await.unwrap();
+                assert!(n > 0, "the request ended early");
+                got.extend_from_slice(&buf[..n]);
+                if let Some(i) = memchr::memmem::find(&got, b"\r\n\r\n") {
+                    break i + 4;
+                }
+            };
+            let head = String::from_utf8_lossy(&got[..head_end]).to_ascii_lowercase();
+            let declared: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .expect("a Content-Length")
+                .trim()
+                .parse()
+                .unwrap();
+            while got.len() < head_end + declared {
+                let n = sock.read(&mut buf).await.unwrap();
+                assert!(n > 0, "the body ended early");
+                got.extend_from_slice(&buf[..n]);
+            }
+            let answer = br#"{"jsonrpc":"2.0","id":7,"result":{}}"#;
+            let reply = format!(
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                answer.len()
+            );
+            sock.write_all(reply.as_bytes()).await.unwrap();
+            sock.write_all(answer).await.unwrap();
+            (head, got[head_end..].to_vec())
+        });
+        let response = SplicingClient(crate::transport::http_client())
+            .post_message(uri, message, None, None, HashMap::new())
+            .await
+            .expect("an answer");
+        assert!(
+            matches!(response, StreamableHttpPostResponse::Json(..)),
+            "{response:?}"
+        );
+        let (head, body) = server.await.unwrap();
+        assert!(!head.contains("transfer-encoding"), "{head}");
+        assert_eq!(body, expected);
+    }
+
     proptest! {
         /// Any big string, with any neighbour (even one that looks like a placeholder), gives
         /// exactly serde_json's body when spliced, or the message back unchanged.
@@ -425,7 +536,7 @@ mod tests {
             let mut message = call(args(&content, &other));
             let expected = serde_json::to_vec(&message).unwrap();
             match spliced_body(&mut message) {
-                Some(body) => prop_assert_eq!(body, expected),
+                Some(body) => prop_assert_eq!(body.concat(), expected),
                 None => prop_assert_eq!(serde_json::to_vec(&message).unwrap(), expected),
             }
         }
