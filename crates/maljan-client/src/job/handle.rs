@@ -14,8 +14,9 @@ use crate::{
     ledger::LedgerEntry,
     manifest::ServerView,
     outcome::CallError,
-    runtime::{ServerSlot, read_reply, read_view},
+    runtime::{Guarded, ServerSlot, read_reply, read_view},
     staging::{self, Handover},
+    transport::{Reply, attach::Base64},
 };
 
 /// result, error, wait for a slot, duration, trial.
@@ -116,12 +117,15 @@ impl ServerHandle {
         self.record(ev_id, started, tool, args, outcome).await
     }
 
-    /// A staging call (put_sample and friends): sent as given, under the breaker and the cap,
-    /// recorded with `summary` in place of the arguments (the ledger never holds the content).
+    /// A staging call (put_sample and friends): sent as given, with the sample's base64 as the
+    /// `attachment` argument when it carries some (held beside the message where the transport
+    /// can), under the breaker and the cap, recorded with `summary` in place of the arguments
+    /// (the ledger never holds the content).
     pub(crate) async fn call_staging(
         &self,
         tool: &str,
         arguments: serde_json::Map<String, Value>,
+        attachment: Option<(&'static str, Base64)>,
         summary: Value,
     ) -> CallRecord {
         let ev_id = self.job.next_ev_id();
@@ -130,7 +134,13 @@ impl ServerHandle {
             Ok(v) => v.timeout_for(tool, &self.slot.breaker_cfg),
             Err(_) => self.slot.breaker_cfg.call_timeout(),
         };
-        let outcome = self.send(tool, Some(arguments), timeout).await;
+        let outcome = match attachment {
+            Some(attachment) => {
+                self.send_attached(tool, arguments, attachment, timeout)
+                    .await
+            }
+            None => self.send(tool, Some(arguments), timeout).await,
+        };
         self.record(ev_id, started, tool, summary, outcome).await
     }
 
@@ -267,6 +277,28 @@ impl ServerHandle {
             .slot
             .guarded(|conn| async move { conn.call_tool(&tool_owned, arguments, timeout).await })
             .await;
+        self.outcome(g)
+    }
+
+    async fn send_attached(
+        &self,
+        tool: &str,
+        arguments: serde_json::Map<String, Value>,
+        (field, content): (&'static str, Base64),
+        timeout: Duration,
+    ) -> Outcome {
+        let tool_owned = tool.to_string();
+        let g = self
+            .slot
+            .guarded(|conn| async move {
+                conn.call_tool_attached(&tool_owned, arguments, (field, content), timeout)
+                    .await
+            })
+            .await;
+        self.outcome(g)
+    }
+
+    fn outcome(&self, g: Guarded<Reply>) -> Outcome {
         if let Some(rest) = &g.rest {
             self.note_rest(rest);
         }

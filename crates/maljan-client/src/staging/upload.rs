@@ -10,7 +10,10 @@ use futures::{FutureExt, StreamExt};
 use serde_json::{Map, Value, json};
 
 use super::UploadProgress;
-use crate::job::{CallRecord, Sample, ServerHandle};
+use crate::{
+    job::{CallRecord, Sample, ServerHandle},
+    transport::attach::Base64,
+};
 
 /// Raw bytes per put_sample_chunk.
 pub const CHUNK_BYTES: u64 = 4 * 1024 * 1024;
@@ -37,10 +40,11 @@ pub async fn upload(
     progress(0);
     if !chunked {
         let content = encoded_part(sample, 0, sample.size).await?;
-        let mut args = obj(json!({"filename": filename, "sha256": sample.sha256}));
-        args.insert("content_b64".into(), Value::String(content));
+        let args = obj(json!({"filename": filename, "sha256": sample.sha256}));
         let summary = json!({"filename": filename, "sha256": sample.sha256, "size": sample.size});
-        let rec = server.call_staging("put_sample", args, summary).await;
+        let rec = server
+            .call_staging("put_sample", args, Some(("content_b64", content)), summary)
+            .await;
         let path = returned(&rec, "path")?;
         progress(sample.size);
         return Ok(path);
@@ -48,7 +52,9 @@ pub async fn upload(
 
     let summary = json!({"filename": filename, "sha256": sample.sha256, "size": sample.size});
     let args = obj(json!({"filename": filename, "sha256": sample.sha256, "size": sample.size}));
-    let rec = server.call_staging("put_sample_begin", args, summary).await;
+    let rec = server
+        .call_staging("put_sample_begin", args, None, summary)
+        .await;
     let upload_id = returned(&rec, "upload_id")?;
 
     let parts = sample.size.div_ceil(CHUNK_BYTES);
@@ -58,12 +64,13 @@ pub async fn upload(
         let n = CHUNK_BYTES.min(sample.size - offset);
         async move {
             let content = encoded_part(sample, offset, n).await?;
-            // Built by hand: json! would copy the 5.6 MB string.
-            let mut args = obj(json!({"upload_id": upload_id, "seq": seq}));
-            args.insert("content_b64".into(), Value::String(content));
+            let args = obj(json!({"upload_id": upload_id, "seq": seq}));
             let summary =
                 json!({"upload_id": upload_id, "seq": seq, "size": n, "content": "not recorded"});
-            let rec = server.call_staging("put_sample_chunk", args, summary).await;
+            let attachment = Some(("content_b64", content));
+            let rec = server
+                .call_staging("put_sample_chunk", args, attachment, summary)
+                .await;
             let acked = answer(&rec)?.get("seq").and_then(Value::as_u64);
             match acked {
                 Some(a) if a == seq => Ok(n),
@@ -76,7 +83,7 @@ pub async fn upload(
     send_chunks(parts, CHUNKS_IN_FLIGHT, send_chunk, progress).await?;
     let summary = json!({"upload_id": upload_id});
     let rec = server
-        .call_staging("put_sample_finish", obj(summary.clone()), summary)
+        .call_staging("put_sample_finish", obj(summary.clone()), None, summary)
         .await;
     returned(&rec, "path")
 }
@@ -130,7 +137,7 @@ where
 }
 
 /// [`read_part`] on the blocking pool, with its error said as the upload says errors.
-async fn encoded_part(sample: &Sample, offset: u64, n: u64) -> Result<String, String> {
+async fn encoded_part(sample: &Sample, offset: u64, n: u64) -> Result<Base64, String> {
     let path = sample.path.clone();
     match tokio::task::spawn_blocking(move || read_part(&path, offset, n)).await {
         Ok(Ok(content)) => Ok(content),
@@ -142,7 +149,7 @@ async fn encoded_part(sample: &Sample, offset: u64, n: u64) -> Result<String, St
 /// Reads exactly `n` bytes at `offset` and encodes them; a sample that got shorter since the job
 /// hashed it is an error (the server would refuse its digest anyway; this says why). Each part
 /// opens the file afresh, so parts in flight never share a cursor.
-fn read_part(path: &std::path::Path, offset: u64, n: u64) -> std::io::Result<String> {
+fn read_part(path: &std::path::Path, offset: u64, n: u64) -> std::io::Result<Base64> {
     let mut file = std::fs::File::open(path)?;
     file.seek(std::io::SeekFrom::Start(offset))?;
     // Read into spare capacity: zeroing 4 MiB first would cost a pass of its own.
@@ -153,8 +160,7 @@ fn read_part(path: &std::path::Path, offset: u64, n: u64) -> std::io::Result<Str
             "the sample got shorter since the job started",
         ));
     }
-    // SIMD: on a fast link, encoding is a large share of the upload's CPU.
-    Ok(base64_simd::STANDARD.encode_to_string(&buf))
+    Ok(Base64::encode(&buf))
 }
 
 fn obj(v: Value) -> Map<String, Value> {
@@ -200,10 +206,12 @@ mod tests {
         let tmp = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(tmp.path(), b"hello world").unwrap();
         let a = read_part(tmp.path(), 0, 5).unwrap();
-        assert_eq!(a, "aGVsbG8=");
+        assert_eq!(a.into_string(), "aGVsbG8=");
         let b = read_part(tmp.path(), 5, 6).unwrap();
         assert_eq!(
-            base64::engine::general_purpose::STANDARD.decode(b).unwrap(),
+            base64::engine::general_purpose::STANDARD
+                .decode(b.into_string())
+                .unwrap(),
             b" world"
         );
         let err = read_part(tmp.path(), 5, 7).unwrap_err();

@@ -11,6 +11,7 @@
 //! - `http`: streamable HTTP, falling back to legacy SSE on the same URL when the server refuses
 //!   the streamable POST (the spec's backwards-compatibility section).
 
+pub mod attach;
 mod splice;
 pub mod sse;
 pub mod stdio;
@@ -121,6 +122,8 @@ pub struct Connection {
     child: Mutex<Option<stdio::ChildGuard>>,
     stderr: Option<stdio::StderrLog>,
     dead: AtomicBool,
+    /// Where the transport takes large arguments beside the message (streamable HTTP).
+    attachments: Option<attach::Attachments>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -238,6 +241,7 @@ fn finish(service: RunningService<RoleClient, ClientConfig>, via: Via) -> Connec
         child: Mutex::new(None),
         stderr: None,
         dead: AtomicBool::new(false),
+        attachments: None,
     }
 }
 
@@ -288,10 +292,16 @@ async fn connect_streamable(
     if let Some(token) = opts.auth.as_ref().filter(|t| !t.is_empty()) {
         tc = tc.auth_header(token.expose().to_string());
     }
-    let transport =
-        StreamableHttpClientTransport::with_client(splice::SplicingClient(http_client()), tc);
+    let attachments = attach::Attachments::default();
+    let client = splice::SplicingClient {
+        http: http_client(),
+        attachments: attachments.clone(),
+    };
+    let transport = StreamableHttpClientTransport::with_client(client, tc);
     let service = handshake(transport, opts.timeout).await?;
-    Ok(finish(service, Via::StreamableHttp))
+    let mut connection = finish(service, Via::StreamableHttp);
+    connection.attachments = Some(attachments);
+    Ok(connection)
 }
 
 async fn connect_sse(cfg: &ServerConfig, opts: &ConnectOptions) -> Result<Connection, Unanswered> {
@@ -368,6 +378,26 @@ impl Connection {
                 }
             }),
         }
+    }
+
+    /// [`Connection::call_tool`] with one more argument, `field`, whose base64 `content` is held
+    /// beside the message where the transport splices (see [`attach`]), else written into it.
+    pub async fn call_tool_attached(
+        &self,
+        name: &str,
+        mut arguments: serde_json::Map<String, Value>,
+        (field, content): (&str, attach::Base64),
+        timeout: Duration,
+    ) -> Result<Reply, Unanswered> {
+        let mut held = None;
+        let value = match &self.attachments {
+            Some(set) => held.insert(set.hold(content)).token().to_string(),
+            None => content.into_string(),
+        };
+        arguments.insert(field.to_string(), Value::String(value));
+        let reply = self.call_tool(name, Some(arguments), timeout).await;
+        drop(held);
+        reply
     }
 
     /// `tools/call` with a deadline. On timeout the request is cancelled on the server

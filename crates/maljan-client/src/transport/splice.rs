@@ -21,15 +21,21 @@ use rmcp::{
 };
 use serde_json::Value;
 
+use super::attach::Attachments;
+
 /// Strings at least this long are spliced; below it serde_json's scan costs nothing worth saving.
 const SPLICE_FROM: usize = 64 * 1024;
 
 type Error = StreamableHttpError<reqwest::Error>;
 type SseStream = futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>>;
 
-/// A `reqwest::Client` that splices large string arguments (see the module doc).
+/// A `reqwest::Client` that splices large string arguments and held attachments (see the
+/// module doc and [`super::attach`]).
 #[derive(Clone)]
-pub struct SplicingClient(pub reqwest::Client);
+pub struct SplicingClient {
+    pub http: reqwest::Client,
+    pub attachments: Attachments,
+}
 
 impl StreamableHttpClient for SplicingClient {
     type Error = reqwest::Error;
@@ -86,7 +92,7 @@ impl StreamableHttpClient for SplicingClient {
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, Error> {
         let mut message = message;
-        match spliced_body(&mut message) {
+        match spliced_body(&mut message, &self.attachments) {
             Some(body) => {
                 let post = Post {
                     uri,
@@ -97,7 +103,7 @@ impl StreamableHttpClient for SplicingClient {
                 self.post_spliced(post, body, limits).await
             }
             None => {
-                self.0
+                self.http
                     .post_message_with_response_limits(
                         uri,
                         message,
@@ -118,7 +124,7 @@ impl StreamableHttpClient for SplicingClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), Error> {
-        self.0
+        self.http
             .delete_session(uri, session_id, auth_header, custom_headers)
             .await
     }
@@ -131,7 +137,7 @@ impl StreamableHttpClient for SplicingClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<SseStream, Error> {
-        self.0
+        self.http
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
             .await
     }
@@ -145,7 +151,7 @@ impl StreamableHttpClient for SplicingClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<SseStream, Error> {
-        self.0
+        self.http
             .get_stream_with_max_sse_event_size(
                 uri,
                 session_id,
@@ -176,7 +182,7 @@ impl SplicingClient {
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, Error> {
         let mut request = self
-            .0
+            .http
             .post(post.uri.as_ref())
             .header(ACCEPT, "text/event-stream, application/json")
             .header(CONTENT_TYPE, "application/json");
@@ -284,19 +290,29 @@ impl Body {
     }
 }
 
-/// The message as JSON with its large string arguments written verbatim, or None, with the
-/// message as it was, when it has none (it then goes through rmcp's client as it is).
-fn spliced_body(message: &mut ClientJsonRpcMessage) -> Option<Body> {
+/// What goes in a placeholder's place.
+enum Taken {
+    /// A large string taken out of the arguments (put back should splicing fail).
+    String(String),
+    /// A held attachment: its token stays in the arguments.
+    Attachment(bytes::Bytes),
+}
+
+/// The message as JSON with its attachments and large string arguments written verbatim, or
+/// None, with the message as it was, when it has neither (it then goes through rmcp's client as
+/// it is).
+fn spliced_body(message: &mut ClientJsonRpcMessage, attachments: &Attachments) -> Option<Body> {
     let nonce = uuid::Uuid::new_v4().simple().to_string();
     let mut taken = Vec::new();
     if let Some(arguments) = arguments_mut(message) {
         for value in arguments.values_mut() {
-            if let Value::String(s) = value
-                && s.len() >= SPLICE_FROM
-                && writes_verbatim(s)
-            {
+            let Value::String(s) = value else { continue };
+            if let Some(content) = attachments.get(s) {
+                taken.push((s.clone(), Taken::Attachment(content)));
+            } else if s.len() >= SPLICE_FROM && writes_verbatim(s) {
                 let placeholder = format!("maljan-splice-{nonce}-{}", taken.len());
-                taken.push((placeholder.clone(), std::mem::replace(s, placeholder)));
+                let string = std::mem::replace(s, placeholder.clone());
+                taken.push((placeholder, Taken::String(string)));
             }
         }
     }
@@ -324,9 +340,12 @@ fn spliced_body(message: &mut ClientJsonRpcMessage) -> Option<Body> {
     let small = bytes::Bytes::from(small);
     let mut parts = Vec::with_capacity(2 * cuts.len() + 1);
     let mut from = 0;
-    for (cut, (_, string)) in cuts.into_iter().zip(taken) {
+    for (cut, (_, content)) in cuts.into_iter().zip(taken) {
         parts.push(small.slice(from..cut.start));
-        parts.push(bytes::Bytes::from(string));
+        parts.push(match content {
+            Taken::String(s) => bytes::Bytes::from(s),
+            Taken::Attachment(b) => b,
+        });
         from = cut.end;
     }
     parts.push(small.slice(from..));
@@ -346,9 +365,15 @@ fn arguments_mut(
     }
 }
 
-fn put_back(message: &mut ClientJsonRpcMessage, taken: Vec<(String, String)>) {
+fn put_back(message: &mut ClientJsonRpcMessage, taken: Vec<(String, Taken)>) {
     if let Some(arguments) = arguments_mut(message) {
-        let mut taken: HashMap<String, String> = taken.into_iter().collect();
+        let mut taken: HashMap<String, String> = taken
+            .into_iter()
+            .filter_map(|(placeholder, content)| match content {
+                Taken::String(s) => Some((placeholder, s)),
+                Taken::Attachment(_) => None,
+            })
+            .collect();
         for value in arguments.values_mut() {
             if let Value::String(s) = value
                 && let Some(original) = taken.remove(s.as_str())
@@ -390,6 +415,7 @@ fn verbatim(bytes: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::attach::Base64;
     use proptest::prelude::*;
     use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, RequestId};
 
@@ -414,7 +440,7 @@ mod tests {
         let content = "QUJD".repeat(SPLICE_FROM);
         let mut message = call(args(&content, "u-1"));
         let expected = serde_json::to_vec(&message).unwrap();
-        let body = spliced_body(&mut message).expect("spliced");
+        let body = spliced_body(&mut message, &Attachments::default()).expect("spliced");
         assert_eq!(body.len(), expected.len());
         assert_eq!(body.concat(), expected);
     }
@@ -427,19 +453,21 @@ mod tests {
         let mut message = call(arguments);
         let expected = serde_json::to_vec(&message).unwrap();
         assert_eq!(
-            spliced_body(&mut message).expect("spliced").concat(),
+            spliced_body(&mut message, &Attachments::default())
+                .expect("spliced")
+                .concat(),
             expected
         );
     }
 
     #[test]
     fn small_strings_and_other_messages_take_rmcps_path() {
-        assert!(spliced_body(&mut call(args("QUJD", "u-1"))).is_none());
+        assert!(spliced_body(&mut call(args("QUJD", "u-1")), &Attachments::default()).is_none());
         let mut ping = ClientJsonRpcMessage::request(
             ClientRequest::PingRequest(Default::default()),
             RequestId::Number(1),
         );
-        assert!(spliced_body(&mut ping).is_none());
+        assert!(spliced_body(&mut ping, &Attachments::default()).is_none());
     }
 
     #[test]
@@ -447,8 +475,29 @@ mod tests {
         let content = format!("{}\"\n", "a".repeat(SPLICE_FROM));
         let mut message = call(args(&content, "u-1"));
         let expected = serde_json::to_vec(&message).unwrap();
-        assert!(spliced_body(&mut message).is_none(), "not spliced");
+        assert!(
+            spliced_body(&mut message, &Attachments::default()).is_none(),
+            "not spliced"
+        );
         assert_eq!(serde_json::to_vec(&message).unwrap(), expected);
+    }
+
+    /// An attachment of any size goes in its token's place; the message keeps the token (rmcp
+    /// may post it again), and the body is what serde_json writes with the content in place.
+    #[test]
+    fn a_held_attachment_is_spliced_where_its_token_is() {
+        let attachments = Attachments::default();
+        for raw in [&b"ABC"[..], &[7u8; 3 * SPLICE_FROM]] {
+            let content = Base64::encode(raw);
+            let text = content.clone().into_string();
+            let held = attachments.hold(content);
+            let mut message = call(args(held.token(), "u-1"));
+            let expected = serde_json::to_vec(&call(args(&text, "u-1"))).unwrap();
+            let body = spliced_body(&mut message, &attachments).expect("spliced");
+            assert_eq!(body.concat(), expected);
+            let again = spliced_body(&mut message, &attachments).expect("spliced again");
+            assert_eq!(again.concat(), expected);
+        }
     }
 
     #[test]
@@ -508,7 +557,11 @@ mod tests {
             sock.write_all(answer).await.unwrap();
             (head, got[head_end..].to_vec())
         });
-        let response = SplicingClient(crate::transport::http_client())
+        let client = SplicingClient {
+            http: crate::transport::http_client(),
+            attachments: Attachments::default(),
+        };
+        let response = client
             .post_message(uri, message, None, None, HashMap::new())
             .await
             .expect("an answer");
@@ -535,7 +588,7 @@ mod tests {
             let other = format!("maljan-splice-{other}-0");
             let mut message = call(args(&content, &other));
             let expected = serde_json::to_vec(&message).unwrap();
-            match spliced_body(&mut message) {
+            match spliced_body(&mut message, &Attachments::default()) {
                 Some(body) => prop_assert_eq!(body.concat(), expected),
                 None => prop_assert_eq!(serde_json::to_vec(&message).unwrap(), expected),
             }
