@@ -25,6 +25,9 @@ pub(super) enum Split {
 /// arguments are short), and a body that does not is taken whole.
 const HEAD_MAX: usize = 64 * 1024;
 
+/// Decode buffers are sized in steps of this.
+const SIZE_STEP: usize = 64 * 1024;
+
 enum Phase {
     /// Looking for `"content_b64":"`; `head` holds the body so far.
     Head,
@@ -67,7 +70,9 @@ impl Splitter {
     /// A splitter for a body of `length` bytes, decoding into `buffer` (empty, any capacity).
     pub(super) fn new(mut buffer: Vec<u8>, length: usize) -> Self {
         buffer.clear();
-        buffer.reserve(ALIGN + length / 4 * 3 + 3);
+        // Rounded up, so a spare buffer from the last chunk fits the next, whose body is a few
+        // bytes longer (a growing seq): growing it would mean a fresh allocation's page faults.
+        buffer.reserve((ALIGN + length / 4 * 3 + 3).next_multiple_of(SIZE_STEP));
         let at = (buffer.as_ptr() as usize).next_multiple_of(ALIGN) - buffer.as_ptr() as usize;
         buffer.resize(at, 0);
         Self {
@@ -92,6 +97,16 @@ impl Splitter {
         }
         match self.phase {
             Phase::Head => {
+                // The usual case: the content starts in the first frame, and only the bytes
+                // before it are kept (a first frame can hold hundreds of kilobytes of it).
+                if self.head.is_empty()
+                    && let Start::At(start) = content_start(frame)
+                {
+                    self.head.extend_from_slice(&frame[..start]);
+                    self.phase = Phase::Content;
+                    self.content(&frame[start..]);
+                    return Ok(());
+                }
                 self.head.extend_from_slice(frame);
                 match content_start(&self.head) {
                     Start::NeedMore => {}
