@@ -3,7 +3,8 @@
 //! string spliced into the body as it is. rmcp's client serialises every message with serde_json,
 //! which scans a string byte by byte for characters to escape: for a staged sample that scan was
 //! the largest cost on the client (about 45% of its CPU). A string that needs no escaping is
-//! written verbatim; anything else takes rmcp's own path unchanged.
+//! written verbatim; anything else takes rmcp's own path unchanged. An attachment's token (see
+//! [`super::attach`]) is replaced by the held base64 the same way, without the escape scan.
 //!
 //! Request ids, sessions, re-initialisation, timeouts and cancellation stay rmcp's: only the
 //! body of one POST is built here, and its answer handed back to rmcp as its own client would.

@@ -3,9 +3,9 @@
 //! rmcp parses every request body into owned JSON values: a 4 MiB put_sample chunk is a 5.6 MB
 //! string scanned, validated and copied before the tool sees it, and then decoded. This
 //! middleware sits in front of rmcp's streamable HTTP service. When a POST's body is a
-//! `tools/call` of put_sample or put_sample_chunk, it cuts `content_b64` out of the body, keeps
-//! the body here (no copy of the content) and hands rmcp the request with a ticket in the
-//! content's place. Everything else stays rmcp's: the session, the Host and Origin checks, the
+//! `tools/call` of put_sample or put_sample_chunk, it takes `content_b64` out of the body,
+//! decoded as the body arrives (see [`super::split`]), keeps it here and hands rmcp the request
+//! with a ticket in the content's place. Everything else stays rmcp's: the session, the Host and Origin checks, the
 //! protocol headers, the call itself and its answer. The tool redeems the ticket. A ticket
 //! that is never redeemed (rmcp refused the request, the client went away) is dropped with the
 //! request's answer.
@@ -41,7 +41,7 @@ pub(super) const TICKET: &str = "@stashed:";
 /// Bodies below this size go to rmcp untouched: cutting saves nothing worth the look.
 const CUT_FROM: usize = 64 * 1024;
 
-/// Buffers kept for the next request bodies while uploads are open: a fresh chunk-sized
+/// Decode buffers kept for the next chunks while uploads are open: a fresh chunk-sized
 /// buffer costs ~1400 page faults, a measurable share of the server's CPU per chunk.
 const SPARES: usize = 4;
 const SPARE_MAX_BYTES: usize = 16 * 1024 * 1024;
@@ -85,7 +85,7 @@ impl Stash {
         spare.unwrap_or_default()
     }
 
-    /// Keeps a chunk's buffer for the next body, up to a few of a chunk's size.
+    /// Keeps a chunk's buffer for the next chunk, up to a few of a chunk's size.
     pub(super) fn recycle(&self, bytes: Vec<u8>) {
         let mut spares = self.spares.lock().unwrap_or_else(|p| p.into_inner());
         if spares.len() < SPARES && bytes.capacity() <= SPARE_MAX_BYTES {
@@ -136,13 +136,11 @@ pub async fn intake(State(intake): State<Intake>, request: Request, next: Next) 
         let taken = match frame {
             Ok(frame) => frame
                 .into_data()
-                .map_or(Ok(()), |data| splitter.push(&data)),
-            Err(e) => {
-                tracing::debug!("request body unreadable: {e}");
-                Err("unreadable")
-            }
+                .map_or(Ok(()), |data| splitter.push(&data).map_err(String::from)),
+            Err(e) => Err(e.to_string()),
         };
-        if taken.is_err() {
+        if let Err(e) = taken {
+            tracing::debug!("request body unreadable: {e}");
             return (
                 StatusCode::BAD_REQUEST,
                 "the request body could not be read\n",

@@ -342,7 +342,7 @@ impl StagingStore {
         self.drop_spares_when_idle();
     }
 
-    /// Spare body buffers are kept only while some upload is open.
+    /// Spare decode buffers are kept only while some upload is open.
     fn drop_spares_when_idle(&self) {
         let idle = self
             .uploads
@@ -356,7 +356,8 @@ impl StagingStore {
 
     fn chunk(&self, id: &str, seq: u64, content_b64: String) -> Result<u64, ToolError> {
         let upload = self.upload(id)?;
-        // Decoded before taking the upload: two chunks in flight decode side by side.
+        // Decoded (by the intake as it arrived, or here) before taking the upload: chunks in
+        // flight decode side by side.
         let decoded = self.content(content_b64)?;
         let bytes = decoded.as_slice();
         let mut up = upload.lock();
