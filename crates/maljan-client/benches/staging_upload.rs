@@ -139,10 +139,12 @@ fn write_sample(path: &Path, size: usize) {
     f.flush().unwrap();
 }
 
-/// A plain HTTP sink: reads a request with Content-Length, writes the body to a file, answers
-/// 204. One connection at a time (curl makes one).
-async fn sink(listener: tokio::net::TcpListener, out: PathBuf) {
-    loop {
+/// A plain HTTP sink: reads a request with Content-Length, writes the body to a new file
+/// (`sink-N.bin`, N from 0: overwriting one file would make each upload wait for the last one's
+/// pages to be dropped), answers 204. One connection at a time (curl makes one).
+async fn sink(listener: tokio::net::TcpListener, dir: PathBuf) {
+    for n in 0.. {
+        let out = sink_file(&dir, n);
         let Ok((mut sock, _)) = listener.accept().await else {
             return;
         };
@@ -181,6 +183,18 @@ async fn sink(listener: tokio::net::TcpListener, out: PathBuf) {
             .write_all(b"HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")
             .await;
     }
+}
+
+fn sink_file(dir: &Path, n: usize) -> PathBuf {
+    dir.join(format!("sink-{n}.bin"))
+}
+
+/// Checks that the sink's `n`th upload is whole, then removes it (outside any timing).
+fn sunk(dir: &Path, n: usize, size: usize) {
+    let file = sink_file(dir, n);
+    let len = std::fs::metadata(&file).unwrap().len();
+    assert_eq!(len, size as u64, "the sink got the whole file");
+    std::fs::remove_file(file).unwrap();
 }
 
 /// User plus system CPU time of a process so far, in seconds (Linux /proc).
@@ -280,7 +294,7 @@ fn main() {
         }
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let sink_port = listener.local_addr().unwrap().port();
-        tokio::spawn(sink(listener, dir.path().join("sink.bin")));
+        tokio::spawn(sink(listener, dir.path().to_path_buf()));
         let rt = runtime(dir.path(), &format!("http://127.0.0.1:{port}/mcp"));
         let (mut stage, mut curl, mut hashes) = (Vec::new(), Vec::new(), Vec::new());
         let mut cpu = (Vec::new(), Vec::new());
@@ -290,7 +304,8 @@ fn main() {
         tokio::task::spawn_blocking(move || curl_once(sink_port, &s))
             .await
             .unwrap();
-        for _ in 0..runs {
+        sunk(dir.path(), 0, size);
+        for run in 1..=runs {
             let cpu_before = server_pid
                 .as_deref()
                 .map(|p| (cpu_secs(p), cpu_secs("self")));
@@ -306,11 +321,8 @@ fn main() {
                 .await
                 .unwrap();
             curl.push(t.as_secs_f64());
+            sunk(dir.path(), run, size);
         }
-        let sunk = std::fs::metadata(dir.path().join("sink.bin"))
-            .unwrap()
-            .len();
-        assert_eq!(sunk, size as u64, "the sink got the whole file");
         rt.shutdown().await;
         (stage, curl, hashes, cpu)
     });
