@@ -19,8 +19,17 @@ Needs valgrind and python3 (standard library only). Symbol names carry a hash of
 build, which depends on the toolchain, Cargo.lock and the features, so the list merges the
 default build (what `cargo install` makes) and the build without yara (what the benchmarks
 use); each build's linker uses the names it has.
+
+A list goes stale silently: a new dependency in Cargo.lock changes the hashes, the linker finds
+few of the names, and idle RSS climbs from ~9 MB to ~14 MB with no error anywhere. So the list
+is stamped with what it was made from (Cargo.lock's sha256 and `rustc -V`), and a test
+(crates/maljan/tests/hot_symbols_fresh.rs) fails when either has changed since. A release
+binary can be checked against the list directly too (needs binutils' nm):
+
+    python3 scripts/hot-symbols.py --check target/release/maljan
 """
 
+import hashlib
 import json
 import os
 import re
@@ -126,12 +135,47 @@ def executed_functions(callgrind_out, binary):
     return list(seen)
 
 
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+LIST = os.path.join(ROOT, "crates", "maljan", "hot-symbols.txt")
+STAMP = os.path.join(ROOT, "crates", "maljan", "hot-symbols.stamp")
+
+
+def stamp():
+    """What the symbol hashes depend on: the lock file and the toolchain."""
+    with open(os.path.join(ROOT, "Cargo.lock"), "rb") as f:
+        lock = hashlib.sha256(f.read()).hexdigest()
+    rustc = subprocess.run(["rustc", "-V"], capture_output=True, text=True, check=True)
+    return f"Cargo.lock sha256 {lock}\n{rustc.stdout.strip()}\n"
+
+
+def check(binaries):
+    """Fails when a binary holds under a third of the listed names. A fresh list merges two
+    builds, so each finds about half of it; a stale one finds a sixth or less."""
+    with open(LIST) as f:
+        listed = set(f.read().split())
+    stale = False
+    for binary in binaries:
+        nm = subprocess.run(["nm", "--defined-only", binary], capture_output=True, text=True)
+        if nm.returncode != 0:
+            sys.exit(f"hot-symbols: nm could not read {binary}: {nm.stderr.strip()}")
+        names = {line.split()[-1] for line in nm.stdout.splitlines() if line.strip()}
+        found = len(listed & names)
+        fresh = found * 3 >= len(listed)
+        stale |= not fresh
+        verdict = "fresh" if fresh else "STALE: regenerate the list (see this script's doc)"
+        print(f"hot-symbols: {binary}: {found} of {len(listed)} listed names, {verdict}")
+    sys.exit(1 if stale else 0)
+
+
 def main():
-    if len(sys.argv) < 2:
-        sys.exit("usage: scripts/hot-symbols.py RELEASE_MALJAN [RELEASE_MALJAN ...]")
-    out_path = os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "..", "crates", "maljan", "hot-symbols.txt"
-    )
+    if len(sys.argv) >= 3 and sys.argv[1] == "--check":
+        check(sys.argv[2:])
+    if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
+        sys.exit(
+            "usage: scripts/hot-symbols.py RELEASE_MALJAN [RELEASE_MALJAN ...]\n"
+            "       scripts/hot-symbols.py --check RELEASE_MALJAN [RELEASE_MALJAN ...]"
+        )
+    out_path = LIST
     merged = {}
     for binary in sys.argv[1:]:
         seen = 0
@@ -148,6 +192,8 @@ def main():
         # Sorted: the order inside the hot block hardly matters (it is mapped whole), and a
         # sorted list keeps regenerations' diffs to the names that changed.
         f.write("".join(name + "\n" for name in sorted(merged)))
+    with open(STAMP, "w") as f:
+        f.write(stamp())
     print(f"hot-symbols: {len(merged)} functions -> {os.path.normpath(out_path)}")
 
 
