@@ -14,9 +14,9 @@ use crate::{
     ledger::LedgerEntry,
     manifest::ServerView,
     outcome::CallError,
-    runtime::{Guarded, ServerSlot, read_reply, read_view},
+    runtime::{ServerSlot, read_reply, read_view},
     staging::{self, Handover},
-    transport::{Reply, attach::Base64},
+    transport::attach::Base64,
 };
 
 /// result, error, wait for a slot, duration, trial.
@@ -134,13 +134,7 @@ impl ServerHandle {
             Ok(v) => v.timeout_for(tool, &self.slot.breaker_cfg),
             Err(_) => self.slot.breaker_cfg.call_timeout(),
         };
-        let outcome = match attachment {
-            Some(attachment) => {
-                self.send_attached(tool, arguments, attachment, timeout)
-                    .await
-            }
-            None => self.send(tool, Some(arguments), timeout).await,
-        };
+        let outcome = self.send(tool, Some(arguments), attachment, timeout).await;
         self.record(ev_id, started, tool, summary, outcome).await
     }
 
@@ -263,42 +257,32 @@ impl ServerHandle {
             Some(h) => staging::rewrite_arguments(arguments, self.job.sample.as_ref(), &h),
             None => arguments,
         };
-        self.send(tool, arguments, timeout).await
+        self.send(tool, arguments, None, timeout).await
     }
 
+    /// One tools/call under the breaker and the cap, with `attachment` (a large base64
+    /// argument, see [`crate::transport::attach`]) added to the arguments when there is one.
     async fn send(
         &self,
         tool: &str,
         arguments: Option<serde_json::Map<String, Value>>,
-        timeout: Duration,
-    ) -> Outcome {
-        let tool_owned = tool.to_string();
-        let g = self
-            .slot
-            .guarded(|conn| async move { conn.call_tool(&tool_owned, arguments, timeout).await })
-            .await;
-        self.outcome(g)
-    }
-
-    async fn send_attached(
-        &self,
-        tool: &str,
-        arguments: serde_json::Map<String, Value>,
-        (field, content): (&'static str, Base64),
+        attachment: Option<(&'static str, Base64)>,
         timeout: Duration,
     ) -> Outcome {
         let tool_owned = tool.to_string();
         let g = self
             .slot
             .guarded(|conn| async move {
-                conn.call_tool_attached(&tool_owned, arguments, (field, content), timeout)
-                    .await
+                match attachment {
+                    Some(attachment) => {
+                        let arguments = arguments.unwrap_or_default();
+                        conn.call_tool_attached(&tool_owned, arguments, attachment, timeout)
+                            .await
+                    }
+                    None => conn.call_tool(&tool_owned, arguments, timeout).await,
+                }
             })
             .await;
-        self.outcome(g)
-    }
-
-    fn outcome(&self, g: Guarded<Reply>) -> Outcome {
         if let Some(rest) = &g.rest {
             self.note_rest(rest);
         }
