@@ -268,6 +268,16 @@ async fn stage_once(rt: &Arc<Runtime>, sample: &Path) -> (Duration, Duration) {
         job.degradations()
     );
     job.finish();
+    // Like the sink's file, the staged one is checked and removed outside the timing: the next
+    // upload then writes a new file, as curl's does, instead of replacing this one.
+    let staged = Path::new(h.path());
+    let len = std::fs::metadata(staged).unwrap().len();
+    assert_eq!(
+        len,
+        std::fs::metadata(sample).unwrap().len(),
+        "staged whole"
+    );
+    std::fs::remove_file(staged).unwrap();
     (took, hash_time)
 }
 

@@ -55,6 +55,34 @@ fn put_verifies_and_stores_privately() {
     assert!(leftovers.is_empty(), "a half-written file stayed visible");
 }
 
+/// A sample staged again replaces the file at its path, and the old one's second name is gone
+/// once its blocks are freed.
+#[test]
+fn staging_again_replaces_and_leaves_no_old_copy() {
+    let (_d, s) = store(1 << 20);
+    let first = s.put("a.bin", B64.encode(b"one"), &sha(b"one")).unwrap();
+    let reader = std::fs::File::open(&first).unwrap();
+    let again = s.put("a.bin", B64.encode(b"one"), &sha(b"one")).unwrap();
+    assert_eq!(first, again);
+    assert_eq!(std::fs::read(&again).unwrap(), b"one");
+    // A reader that opened the old file still reads it whole.
+    assert_eq!(std::io::read_to_string(reader).unwrap(), "one");
+    let folder = again.parent().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let names: Vec<String> = std::fs::read_dir(folder)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        if names == ["a.bin"] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "left in the folder: {names:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 #[test]
 fn chunks_in_order_with_idempotent_repeats_and_gap_errors() {
     let (_d, s) = store(1 << 20);
