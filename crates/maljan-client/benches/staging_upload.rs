@@ -216,6 +216,14 @@ fn cpu_secs(pid: &str) -> f64 {
     (ticks(11) + ticks(12)) / per_sec.max(1.0)
 }
 
+/// Minor page faults of this process so far: fresh buffers show here.
+fn minor_faults() -> i64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    usage.ru_minflt
+}
+
 fn curl_once(port: u16, sample: &Path) -> Duration {
     let started = Instant::now();
     let status = Command::new("curl")
@@ -307,7 +315,7 @@ fn main() {
         tokio::spawn(sink(listener, dir.path().to_path_buf()));
         let rt = runtime(dir.path(), &format!("http://127.0.0.1:{port}/mcp"));
         let (mut stage, mut curl, mut hashes) = (Vec::new(), Vec::new(), Vec::new());
-        let mut cpu = (Vec::new(), Vec::new());
+        let mut cpu = (Vec::new(), Vec::new(), Vec::new());
         // One warm-up of each, not counted.
         stage_once(&rt, &sample).await;
         let s = sample.clone();
@@ -319,11 +327,13 @@ fn main() {
             let cpu_before = server_pid
                 .as_deref()
                 .map(|p| (cpu_secs(p), cpu_secs("self")));
+            let faults_before = minor_faults();
             let (t, h) = stage_once(&rt, &sample).await;
             if let (Some(p), Some((server, client))) = (&server_pid, cpu_before) {
                 cpu.0.push(cpu_secs(p) - server);
                 cpu.1.push(cpu_secs("self") - client);
             }
+            cpu.2.push((minor_faults() - faults_before) as f64);
             stage.push(t.as_secs_f64());
             hashes.push(h.as_secs_f64());
             let s = sample.clone();
@@ -372,6 +382,10 @@ fn main() {
             median(cpu.1)
         );
     }
+    println!(
+        "  page faults in the client per staged upload (job start included): {:.0}",
+        median(cpu.2)
+    );
     let f = median(floor);
     let cores = num_cpus() as f64;
     println!(
