@@ -1,8 +1,9 @@
 //! Uploading a sample through put_sample (whole, base64) or put_sample_begin / _chunk / _finish
 //! (4 MiB raw per chunk, three in flight). Every call goes through the runtime's call path
 //! (breaker, cap, timeout, ledger), and the ledger gets a summary — never the content. The file
-//! is read one chunk at a time, the next chunk read and encoded while the others are on the wire,
-//! so a 100 MiB sample never sits in memory whole; its sha256 is the one the job computed at start.
+//! is read one chunk at a time, the next chunk read while the others are on the wire, and each is
+//! encoded piece by piece as it is sent (see [`Base64::of`]), so a 100 MiB sample never sits in
+//! memory whole; its sha256 is the one the job computed at start.
 
 use std::io::{Read, Seek};
 
@@ -146,7 +147,7 @@ async fn encoded_part(sample: &Sample, offset: u64, n: u64) -> Result<Base64, St
     }
 }
 
-/// Reads exactly `n` bytes at `offset` and encodes them; a sample that got shorter since the job
+/// Reads exactly `n` bytes at `offset`, to be encoded as they are sent; a sample that got shorter since the job
 /// hashed it is an error (the server would refuse its digest anyway; this says why). Each part
 /// opens the file afresh, so parts in flight never share a cursor.
 fn read_part(path: &std::path::Path, offset: u64, n: u64) -> std::io::Result<Base64> {
@@ -160,7 +161,7 @@ fn read_part(path: &std::path::Path, offset: u64, n: u64) -> std::io::Result<Bas
             "the sample got shorter since the job started",
         ));
     }
-    Ok(Base64::encode(&buf))
+    Ok(Base64::of(buf))
 }
 
 fn obj(v: Value) -> Map<String, Value> {

@@ -6,6 +6,10 @@
 //! attached argument travels through rmcp as a short token; the splicing client puts the held
 //! bytes in the token's place when it writes the body, without copying or scanning them (they
 //! are base64 by construction, so JSON takes them verbatim).
+//!
+//! An attachment may also hold raw bytes, encoded 256 KiB at a time as the body is written: a
+//! piece is then still in the cache when the socket copies it, where a whole 5.6 MB text had
+//! left it long before (the send copy fell by ~30%, the client's CPU by ~6%).
 
 use std::{
     collections::HashMap,
@@ -18,33 +22,80 @@ use bytes::Bytes;
 const TOKEN: &str = "maljan-attachment-";
 
 /// Base64 text (standard alphabet, padded): only made by encoding bytes, so never in need of
-/// JSON escapes.
+/// JSON escapes. Either encoded already, or raw bytes encoded piece by piece as they are sent,
+/// so each piece is still in the cache when the socket copies it.
 #[derive(Debug, Clone)]
-pub struct Base64(Bytes);
+pub struct Base64(Text);
+
+#[derive(Debug, Clone)]
+enum Text {
+    Encoded(Bytes),
+    Raw(Bytes),
+}
+
+/// Raw bytes per piece of a lazily encoded text: a multiple of 3 (no padding inside the text),
+/// and 256 KiB encoded, which stays in the cache between encoding and sending.
+const RAW_PIECE: usize = 3 * 64 * 1024;
 
 impl Base64 {
     pub fn encode(raw: &[u8]) -> Self {
         // SIMD: on a fast link, encoding is a large share of an upload's CPU.
-        Self(base64_simd::STANDARD.encode_type::<Vec<u8>>(raw).into())
+        Self(Text::Encoded(
+            base64_simd::STANDARD.encode_type::<Vec<u8>>(raw).into(),
+        ))
+    }
+
+    /// `raw`'s text, encoded only as it is sent (see [`Base64::into_pieces`]).
+    pub fn of(raw: Vec<u8>) -> Self {
+        Self(Text::Raw(raw.into()))
+    }
+
+    /// The text's length in bytes.
+    pub fn len(&self) -> usize {
+        match &self.0 {
+            Text::Encoded(b) => b.len(),
+            Text::Raw(b) => base64_simd::STANDARD.encoded_length(b.len()),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The text in pieces that together are the whole, each encoded when it is asked for.
+    pub(super) fn into_pieces(self) -> impl Iterator<Item = Bytes> + Send + Sync + 'static {
+        let (encoded, raw) = match self.0 {
+            Text::Encoded(b) => (Some(b), Bytes::new()),
+            Text::Raw(b) => (None, b),
+        };
+        let pieces = (0..raw.len()).step_by(RAW_PIECE).map(move |at| {
+            let piece = &raw[at..raw.len().min(at + RAW_PIECE)];
+            Bytes::from(base64_simd::STANDARD.encode_type::<Vec<u8>>(piece))
+        });
+        encoded.into_iter().chain(pieces)
     }
 
     /// The text as a string, for a transport that does not take attachments.
     pub fn into_string(self) -> String {
-        String::from_utf8(Vec::from(self.0))
+        let bytes = match self.0 {
+            Text::Encoded(b) => Vec::from(b),
+            Text::Raw(b) => base64_simd::STANDARD.encode_type::<Vec<u8>>(&b),
+        };
+        String::from_utf8(bytes)
             .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
     }
 }
 
 /// The attachments of one connection, by token.
 #[derive(Clone, Default)]
-pub struct Attachments(Arc<Mutex<HashMap<String, Bytes>>>);
+pub struct Attachments(Arc<Mutex<HashMap<String, Base64>>>);
 
 impl Attachments {
     /// Holds `content` until the returned guard is dropped; the guard's token goes into the
     /// message in its place.
     pub fn hold(&self, content: Base64) -> Held {
         let token = format!("{TOKEN}{}", uuid::Uuid::new_v4().simple());
-        self.lock().insert(token.clone(), content.0);
+        self.lock().insert(token.clone(), content);
         Held {
             token,
             set: self.clone(),
@@ -52,14 +103,14 @@ impl Attachments {
     }
 
     /// The content behind `token` (a reference-counted handle, not a copy), while it is held.
-    pub(super) fn get(&self, token: &str) -> Option<Bytes> {
+    pub(super) fn get(&self, token: &str) -> Option<Base64> {
         if !token.starts_with(TOKEN) {
             return None;
         }
         self.lock().get(token).cloned()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Bytes>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Base64>> {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -96,11 +147,12 @@ mod tests {
         let set = Attachments::default();
         let held = set.hold(Base64::encode(b"ABC"));
         assert!(held.token().starts_with(TOKEN));
-        assert_eq!(set.get(held.token()).as_deref(), Some(&b"QUJD"[..]));
-        assert_eq!(set.get("QUJD"), None, "only tokens are looked up");
+        let text = set.get(held.token()).map(Base64::into_string);
+        assert_eq!(text.as_deref(), Some("QUJD"));
+        assert!(set.get("QUJD").is_none(), "only tokens are looked up");
         let token = held.token().to_string();
         drop(held);
-        assert_eq!(set.get(&token), None);
+        assert!(set.get(&token).is_none());
         assert_eq!(set.len(), 0);
     }
 
@@ -108,5 +160,32 @@ mod tests {
     fn base64_encodes_and_gives_its_text_back() {
         assert_eq!(Base64::encode(b"hello\n").into_string(), "aGVsbG8K");
         assert_eq!(Base64::encode(b"").into_string(), "");
+        assert_eq!(Base64::of(b"hello\n".to_vec()).into_string(), "aGVsbG8K");
+    }
+
+    /// Encoded piece by piece or at once, the text is the same, and as long as it says; only
+    /// the last piece is padded.
+    #[test]
+    fn pieces_make_the_whole_text() {
+        for n in [
+            0,
+            1,
+            2,
+            3,
+            RAW_PIECE - 1,
+            RAW_PIECE,
+            RAW_PIECE + 1,
+            3 * RAW_PIECE + 2,
+        ] {
+            let raw: Vec<u8> = (0..n).map(|i| (i * 7 % 256) as u8).collect();
+            let whole = base64_simd::STANDARD.encode_type::<Vec<u8>>(&raw);
+            for text in [Base64::of(raw.clone()), Base64::encode(&raw)] {
+                assert_eq!(text.len(), whole.len(), "{n} bytes");
+                let pieces: Vec<Bytes> = text.into_pieces().collect();
+                assert_eq!(pieces.concat(), whole, "{n} bytes");
+                let inner = &pieces[..pieces.len().saturating_sub(1)];
+                assert!(inner.iter().all(|p| !p.ends_with(b"=")), "{n} bytes");
+            }
+        }
     }
 }

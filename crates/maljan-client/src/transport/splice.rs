@@ -22,7 +22,7 @@ use rmcp::{
 };
 use serde_json::Value;
 
-use super::attach::Attachments;
+use super::attach::{Attachments, Base64};
 
 /// Strings at least this long are spliced; below it serde_json's scan costs nothing worth saving.
 const SPLICE_FROM: usize = 64 * 1024;
@@ -265,26 +265,50 @@ async fn read_capped(response: reqwest::Response, limit: usize) -> Result<Vec<u8
     Ok(body)
 }
 
-/// A request body in parts: the JSON around each spliced string, and the strings themselves.
-/// Sent as they are (one vectored write), so no part is copied into another.
+/// A request body in parts: the JSON around each spliced string, the strings themselves, and
+/// attachments, whose raw bytes are encoded piece by piece as the body is sent. No part is
+/// copied into another.
 #[derive(Debug)]
-struct Body(Vec<bytes::Bytes>);
+struct Body(Vec<Part>);
+
+#[derive(Debug)]
+enum Part {
+    Text(bytes::Bytes),
+    Attachment(Base64),
+}
 
 impl Body {
     fn len(&self) -> usize {
-        self.0.iter().map(bytes::Bytes::len).sum()
+        self.0
+            .iter()
+            .map(|p| match p {
+                Part::Text(b) => b.len(),
+                Part::Attachment(a) => a.len(),
+            })
+            .sum()
     }
 
     #[cfg(test)]
-    fn concat(&self) -> Vec<u8> {
-        self.0.concat()
+    fn concat(self) -> Vec<u8> {
+        self.pieces().collect::<Vec<_>>().concat()
     }
 
-    /// A reqwest body that declares its length: hyper then sends the parts as they are, and the
-    /// server sees a Content-Length (its intake reads only bodies that declare one).
+    fn pieces(self) -> impl Iterator<Item = bytes::Bytes> + Send + Sync + 'static {
+        self.0
+            .into_iter()
+            .flat_map(|p| -> Box<dyn Iterator<Item = _> + Send + Sync> {
+                match p {
+                    Part::Text(b) => Box::new(std::iter::once(b)),
+                    Part::Attachment(a) => Box::new(a.into_pieces()),
+                }
+            })
+    }
+
+    /// A reqwest body that declares its length: hyper then sends the parts as they come, and
+    /// the server sees a Content-Length (its intake reads only bodies that declare one).
     fn into_request(self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
         let len = self.len();
-        let parts = futures::stream::iter(self.0.into_iter().map(Ok::<_, std::io::Error>));
+        let parts = futures::stream::iter(self.pieces().map(Ok::<_, std::io::Error>));
         request
             .header(CONTENT_LENGTH, len)
             .body(reqwest::Body::wrap_stream(parts))
@@ -296,7 +320,7 @@ enum Taken {
     /// A large string taken out of the arguments (put back should splicing fail).
     String(String),
     /// A held attachment: its token stays in the arguments.
-    Attachment(bytes::Bytes),
+    Attachment(Base64),
 }
 
 /// The message as JSON with its attachments and large string arguments written verbatim, or
@@ -342,14 +366,14 @@ fn spliced_body(message: &mut ClientJsonRpcMessage, attachments: &Attachments) -
     let mut parts = Vec::with_capacity(2 * cuts.len() + 1);
     let mut from = 0;
     for (cut, (_, content)) in cuts.into_iter().zip(taken) {
-        parts.push(small.slice(from..cut.start));
+        parts.push(Part::Text(small.slice(from..cut.start)));
         parts.push(match content {
-            Taken::String(s) => bytes::Bytes::from(s),
-            Taken::Attachment(b) => b,
+            Taken::String(s) => Part::Text(bytes::Bytes::from(s)),
+            Taken::Attachment(a) => Part::Attachment(a),
         });
         from = cut.end;
     }
-    parts.push(small.slice(from..));
+    parts.push(Part::Text(small.slice(from..)));
     Some(Body(parts))
 }
 
@@ -416,7 +440,6 @@ fn verbatim(bytes: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::attach::Base64;
     use proptest::prelude::*;
     use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, RequestId};
 
