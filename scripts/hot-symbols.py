@@ -9,11 +9,13 @@ binary a tool server holds ~9 MB of code it barely runs; packed together it hold
 How: each session below runs the release binary under valgrind's callgrind, which lists every
 function that executed; the lists are merged and sorted. Missing or stale names cost
 nothing but locality (the linker ignores them), so regenerate after a toolchain or dependency
-update, or when the serve path changes much:
+update, or after any change to a serve crate's source (the stamp below says when):
 
     cargo build --release -p maljan && cp target/release/maljan /tmp/maljan-default
-    cargo build --release -p maljan --no-default-features
+    cargo build --release -p maljan --no-default-features -p maljan-bench
     python3 scripts/hot-symbols.py /tmp/maljan-default target/release/maljan
+
+then build again: the release binaries link the new list.
 
 Needs valgrind and python3 (standard library only). Symbol names carry a hash of the crate's
 build, which depends on the toolchain, Cargo.lock and the features, so the list merges the
@@ -21,10 +23,12 @@ default build (what `cargo install` makes) and the build without yara (what the 
 use); each build's linker uses the names it has.
 
 A list goes stale silently: a new dependency in Cargo.lock changes the hashes, the linker finds
-few of the names, and idle RSS climbs from ~9 MB to ~14 MB with no error anywhere. So the list
-is stamped with what it was made from (Cargo.lock's sha256 and `rustc -V`), and a test
-(crates/maljan/tests/hot_symbols_fresh.rs) fails when either has changed since. A release
-binary can be checked against the list directly too (needs binutils' nm):
+few of the names, and idle RSS climbs from ~9 MB to ~14 MB with no error anywhere. An edit to
+a serve crate's source renames some of its functions too (ThinLTO's `.llvm.N` suffixes, the
+hashes of generic code it instantiates): ~50 renamed cost 3.3 MB. So the list is stamped with
+what it was made from (Cargo.lock's sha256, a sha256 of the serve crates' sources and
+`rustc -V`), and a test (crates/maljan/tests/hot_symbols_fresh.rs) fails when any has changed
+since. A release binary can be checked against the list directly too (needs binutils' nm):
 
     python3 scripts/hot-symbols.py --check target/release/maljan
 """
@@ -140,31 +144,84 @@ LIST = os.path.join(ROOT, "crates", "maljan", "hot-symbols.txt")
 STAMP = os.path.join(ROOT, "crates", "maljan", "hot-symbols.stamp")
 
 
+# The crates whose code a serve session runs. Their names' `.llvm.N` suffixes and the hashes of
+# generic code they instantiate change with their source, not only with Cargo.lock: one edit in
+# maljan-server renamed ~50 of the serve path's functions and idle RSS went from 8.5 to 11.8 MB.
+SERVE_CRATES = ["maljan", "maljan-server", "maljan-files", "maljan-analysis"]
+
+
+def sources_digest():
+    """sha256 over the serve crates' Rust sources (src/ and build.rs): each file's path from the
+    repository root, a NUL, its sha256 in hex and a newline, in path order. The test
+    crates/maljan/tests/hot_symbols_fresh.rs computes the same."""
+    entries = []
+    for crate in SERVE_CRATES:
+        base = os.path.join(ROOT, "crates", crate)
+        paths = [os.path.join(base, "build.rs")]
+        for folder, _, files in os.walk(os.path.join(base, "src")):
+            paths += [os.path.join(folder, f) for f in files if f.endswith(".rs")]
+        for path in paths:
+            if os.path.isfile(path):
+                rel = os.path.relpath(path, ROOT).replace(os.sep, "/")
+                with open(path, "rb") as f:
+                    entries.append((rel, hashlib.sha256(f.read()).hexdigest()))
+    digest = hashlib.sha256()
+    for rel, file_digest in sorted(entries):
+        digest.update(rel.encode() + b"\0" + file_digest.encode() + b"\n")
+    return digest.hexdigest()
+
+
 def stamp():
-    """What the symbol hashes depend on: the lock file and the toolchain."""
+    """What the symbol names depend on: the lock file, the serve crates' sources, the toolchain."""
     with open(os.path.join(ROOT, "Cargo.lock"), "rb") as f:
         lock = hashlib.sha256(f.read()).hexdigest()
     rustc = subprocess.run(["rustc", "-V"], capture_output=True, text=True, check=True)
-    return f"Cargo.lock sha256 {lock}\n{rustc.stdout.strip()}\n"
+    return (
+        f"Cargo.lock sha256 {lock}\n"
+        f"serve crates' sources sha256 {sources_digest()}\n"
+        f"{rustc.stdout.strip()}\n"
+    )
+
+
+def unhashed(name):
+    """A symbol without what changes from build to build: ThinLTO's `.llvm.N` suffix and the
+    legacy mangling's `17h<hash>E`."""
+    name = re.sub(r"\.llvm\.\d+$", "", name)
+    return re.sub(r"17h[0-9a-f]{16}E$", "E", name)
 
 
 def check(binaries):
-    """Fails when a binary holds under a third of the listed names. A fresh list merges two
-    builds, so each finds about half of it; a stale one finds a sixth or less."""
+    """Counts the listed functions a binary has under another name only: a function whose
+    hash-free name is in the binary while none of the listed names for it is. A fresh list has
+    a couple (a generic instance the sessions did not run); a stale one tens, and each costs a
+    64 KiB window of idle RSS."""
     with open(LIST) as f:
         listed = set(f.read().split())
+    by_function = {}
+    for name in listed:
+        by_function.setdefault(unhashed(name), set()).add(name)
     stale = False
     for binary in binaries:
         nm = subprocess.run(["nm", "--defined-only", binary], capture_output=True, text=True)
         if nm.returncode != 0:
             sys.exit(f"hot-symbols: nm could not read {binary}: {nm.stderr.strip()}")
         names = {line.split()[-1] for line in nm.stdout.splitlines() if line.strip()}
-        found = len(listed & names)
-        fresh = found * 3 >= len(listed)
+        present = {unhashed(n) for n in names}
+        renamed = [
+            f for f, variants in by_function.items() if f in present and not variants & names
+        ]
+        fresh = len(renamed) <= RENAMED_AT_MOST
         stale |= not fresh
         verdict = "fresh" if fresh else "STALE: regenerate the list (see this script's doc)"
-        print(f"hot-symbols: {binary}: {found} of {len(listed)} listed names, {verdict}")
+        print(
+            f"hot-symbols: {binary}: {len(listed & names)} of {len(listed)} listed names, "
+            f"{len(renamed)} functions renamed since, {verdict}"
+        )
     sys.exit(1 if stale else 0)
+
+
+# A fresh list measured 2 renamed in both builds; one maljan-server edit made it ~50.
+RENAMED_AT_MOST = 10
 
 
 def main():
