@@ -147,9 +147,9 @@ async fn encoded_part(sample: &Sample, offset: u64, n: u64) -> Result<Base64, St
     }
 }
 
-/// Reads exactly `n` bytes at `offset`, to be encoded as they are sent; a sample that got shorter since the job
-/// hashed it is an error (the server would refuse its digest anyway; this says why). Each part
-/// opens the file afresh, so parts in flight never share a cursor.
+/// Reads exactly `n` bytes at `offset`, to be encoded as they are sent; a sample that got
+/// shorter since the job hashed it is an error (the server would refuse its digest anyway; this
+/// says why). Each part opens the file afresh, so parts in flight never share a cursor.
 fn read_part(path: &std::path::Path, offset: u64, n: u64) -> std::io::Result<Base64> {
     let mut file = std::fs::File::open(path)?;
     file.seek(std::io::SeekFrom::Start(offset))?;

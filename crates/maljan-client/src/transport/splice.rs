@@ -511,13 +511,18 @@ mod tests {
     #[test]
     fn a_held_attachment_is_spliced_where_its_token_is() {
         let attachments = Attachments::default();
-        for raw in [&b"ABC"[..], &[7u8; 3 * SPLICE_FROM]] {
-            let content = Base64::encode(raw);
+        let raws = [&b"ABC"[..], &[7u8; 3 * SPLICE_FROM]];
+        // Encoded already, or raw and encoded as the body is written: the same body.
+        let contents = raws
+            .iter()
+            .flat_map(|raw| [Base64::encode(raw), Base64::of(raw.to_vec())]);
+        for content in contents {
             let text = content.clone().into_string();
             let held = attachments.hold(content);
             let mut message = call(args(held.token(), "u-1"));
             let expected = serde_json::to_vec(&call(args(&text, "u-1"))).unwrap();
             let body = spliced_body(&mut message, &attachments).expect("spliced");
+            assert_eq!(body.len(), expected.len());
             assert_eq!(body.concat(), expected);
             let again = spliced_body(&mut message, &attachments).expect("spliced again");
             assert_eq!(again.concat(), expected);
