@@ -25,6 +25,7 @@ use sha2::{Digest, Sha256};
 use crate::errors::ToolError;
 
 mod intake;
+mod leftovers;
 mod split;
 mod tools;
 mod write;
@@ -145,8 +146,10 @@ impl std::fmt::Debug for StagingStore {
 
 impl StagingStore {
     /// Creates (or checks) the staging directory: 0o700, a real directory, owned by this user.
+    /// Removes what a crashed server left there (see [`leftovers`]).
     pub fn open(options: StagingOptions) -> std::io::Result<Arc<Self>> {
         let dir = ensure_private_dir(&options.dir)?;
+        leftovers::sweep(&dir, options.upload_ttl, &[], true);
         Ok(Arc::new(Self {
             options,
             dir,
@@ -156,7 +159,8 @@ impl StagingStore {
     }
 
     /// Drops abandoned uploads every minute, so a part file never outlives its TTL by much even
-    /// when no new upload arrives. Ends when the store is dropped.
+    /// when no new upload arrives (nor one a crashed process left). Ends when the store is
+    /// dropped.
     pub fn spawn_sweeper(self: &Arc<Self>) {
         let weak = Arc::downgrade(self);
         tokio::spawn(async move {
@@ -164,7 +168,7 @@ impl StagingStore {
             loop {
                 tick.tick().await;
                 let Some(store) = weak.upgrade() else { break };
-                store.evict_expired();
+                store.sweep();
             }
         });
     }
@@ -212,7 +216,11 @@ impl StagingStore {
         // Replacing a file frees its blocks inside the rename, and with discard on that waits
         // for the device (34 ms per 100 MiB here). A second name for the old file keeps the
         // rename to dropping one link; the blocks are freed after the answer, off its path.
-        let replaced = folder.join(format!(".replaced-{}", uuid::Uuid::new_v4().simple()));
+        let replaced = folder.join(format!(
+            "{}{}",
+            leftovers::REPLACED_PREFIX,
+            uuid::Uuid::new_v4().simple()
+        ));
         let kept = std::fs::hard_link(&target, &replaced).is_ok();
         let renamed = std::fs::rename(temp, &target);
         if kept {
@@ -223,9 +231,11 @@ impl StagingStore {
     }
 
     fn new_temp(&self) -> Result<(File, PathBuf), ToolError> {
-        let path = self
-            .dir
-            .join(format!(".part-{}", uuid::Uuid::new_v4().simple()));
+        let path = self.dir.join(format!(
+            "{}{}",
+            leftovers::PART_PREFIX,
+            uuid::Uuid::new_v4().simple()
+        ));
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -290,6 +300,16 @@ impl StagingStore {
         drop(uploads);
         // A buffer recycled after the last upload closed goes here, within the sweep interval.
         self.drop_spares_when_idle();
+    }
+
+    /// The sweeper's round: expired uploads, then part files no upload here owns that nobody
+    /// has touched for the TTL (a crashed process's).
+    fn sweep(&self) {
+        self.evict_expired();
+        let uploads = self.uploads.lock().unwrap_or_else(|p| p.into_inner());
+        let open: Vec<PathBuf> = uploads.values().map(|u| u.lock().temp.clone()).collect();
+        drop(uploads);
+        leftovers::sweep(&self.dir, self.options.upload_ttl, &open, false);
     }
 
     fn begin(&self, filename: &str, sha256: &str, size: u64) -> Result<String, ToolError> {

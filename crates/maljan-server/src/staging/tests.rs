@@ -170,6 +170,34 @@ fn abandoned_uploads_expire() {
     );
 }
 
+/// A part file a crashed process left goes when a store opens on the directory; a live
+/// upload's stays through the sweeper's round.
+#[test]
+fn a_crashed_servers_part_file_is_swept() {
+    let dir = tempfile::tempdir().unwrap();
+    let staging = dir.path().join("s");
+    let first = StagingStore::open(StagingOptions::new(&staging)).unwrap();
+    let left = first.dir().join(".part-crashed");
+    let f = std::fs::File::create(&left).unwrap();
+    f.set_modified(std::time::SystemTime::now() - Duration::from_secs(3600))
+        .unwrap();
+    let id = first.begin("a", &sha(b"x"), 1).unwrap();
+    first.sweep();
+    assert!(!left.exists(), "an hour untouched, no upload here owns it");
+    assert_eq!(first.chunk(&id, 0, B64.encode(b"x")).unwrap(), 0);
+    assert!(
+        first.finish(&id).is_ok(),
+        "the live upload's part file stayed"
+    );
+    drop(f);
+    std::fs::File::create(&left)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - Duration::from_secs(3600))
+        .unwrap();
+    let _second = StagingStore::open(StagingOptions::new(&staging)).unwrap();
+    assert!(!left.exists(), "swept at open");
+}
+
 #[test]
 fn a_planted_link_is_refused() {
     let dir = tempfile::tempdir().unwrap();
