@@ -191,9 +191,18 @@ fn sink_file(dir: &Path, n: usize) -> PathBuf {
 
 /// Checks that the sink's `n`th upload is whole, then removes it (outside any timing).
 fn sunk(dir: &Path, n: usize, size: usize) {
-    let file = sink_file(dir, n);
-    let len = std::fs::metadata(&file).unwrap().len();
-    assert_eq!(len, size as u64, "the sink got the whole file");
+    remove_whole(
+        &sink_file(dir, n),
+        size as u64,
+        "the sink got the whole file",
+    );
+}
+
+/// Checks that an uploaded file is `size` bytes, then removes it, so the next upload writes a
+/// new file instead of replacing this one.
+fn remove_whole(file: &Path, size: u64, what: &str) {
+    let len = std::fs::metadata(file).unwrap().len();
+    assert_eq!(len, size, "{what}");
     std::fs::remove_file(file).unwrap();
 }
 
@@ -276,16 +285,9 @@ async fn stage_once(rt: &Arc<Runtime>, sample: &Path) -> (Duration, Duration) {
         job.degradations()
     );
     job.finish();
-    // Like the sink's file, the staged one is checked and removed outside the timing: the next
-    // upload then writes a new file, as curl's does, instead of replacing this one.
-    let staged = Path::new(h.path());
-    let len = std::fs::metadata(staged).unwrap().len();
-    assert_eq!(
-        len,
-        std::fs::metadata(sample).unwrap().len(),
-        "staged whole"
-    );
-    std::fs::remove_file(staged).unwrap();
+    // Like the sink's file, the staged one is checked and removed outside the timing.
+    let size = std::fs::metadata(sample).unwrap().len();
+    remove_whole(Path::new(h.path()), size, "staged whole");
     (took, hash_time)
 }
 
