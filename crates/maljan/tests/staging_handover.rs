@@ -14,6 +14,7 @@ use std::{
 use common::staging::*;
 use maljan_client::{Handover, JobSpec, JobStatus, ServerConfig};
 use serde_json::json;
+use sha2::Digest;
 
 const MIB: usize = 1024 * 1024;
 
@@ -201,4 +202,36 @@ async fn two_concurrent_jobs_with_the_same_sample_upload_once() {
     // Server side: one staged file, nothing half-written.
     let files = files_under(&up.staging);
     assert_eq!(files.len(), 1, "{files:?}");
+}
+
+/// A server capped at one call at a time still gets its chunks in order, each once: were more
+/// chunks in flight than the cap lets through, a later one could take the slot first and wait on
+/// the server for a predecessor that cannot be sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_capped_at_one_call_takes_every_chunk_once_in_order() {
+    let scratch = tempfile::tempdir().unwrap();
+    let elsewhere = scratch.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let sample = scratch.path().join("s.bin");
+    let sha = write_sample(&sample, 20 * MIB, 13);
+    let up = serve_files(scratch.path(), &[&elsewhere], &[]);
+    let rt = runtime_capped(scratch.path(), vec![("up", http_server(&up.url()))], 1);
+    let job = rt.new_job(JobSpec::for_sample(&sample)).unwrap();
+    let staged = match job.server("up").unwrap().handover().await.unwrap() {
+        Handover::Uploaded { path, .. } => std::path::PathBuf::from(path),
+        other => panic!(
+            "expected an upload, got {other:?}; {:?}",
+            job.degradations()
+        ),
+    };
+    let staged_sha = hex::encode(sha2::Sha256::digest(std::fs::read(&staged).unwrap()));
+    assert_eq!(staged_sha, sha, "the staged file is the sample");
+    let calls = rt.ledger().calls(Some(job.id()), 100).unwrap();
+    let chunks: Vec<_> = calls
+        .iter()
+        .filter(|c| c.tool == "put_sample_chunk")
+        .collect();
+    assert_eq!(chunks.len(), 5, "each chunk sent once");
+    assert!(chunks.iter().all(|c| c.ok), "{chunks:?}");
+    assert_eq!(job.finish(), JobStatus::Complete);
 }

@@ -19,7 +19,8 @@ use crate::{
 /// Raw bytes per put_sample_chunk.
 pub const CHUNK_BYTES: u64 = 4 * 1024 * 1024;
 /// Chunks sent before the first is acknowledged. The server waits a moment for a chunk that
-/// overtook its predecessor, so these stay in order.
+/// overtook its predecessor, so these stay in order. Never more than the server's cap on calls
+/// lets through: see [`chunks_in_flight`].
 const CHUNKS_IN_FLIGHT: usize = 3;
 /// Samples over this size go through the chunked calls (when the server has all three).
 pub const CHUNKED_ABOVE: u64 = 8 * 1024 * 1024;
@@ -81,12 +82,23 @@ pub async fn upload(
             }
         }
     };
-    send_chunks(parts, CHUNKS_IN_FLIGHT, send_chunk, progress).await?;
+    let window = chunks_in_flight(server.slot().breaker_cfg.max_concurrent_calls);
+    send_chunks(parts, window, send_chunk, progress).await?;
     let summary = json!({"upload_id": upload_id});
     let rec = server
         .call_staging("put_sample_finish", obj(summary.clone()), None, summary)
         .await;
     returned(&rec, "path")
+}
+
+/// No more chunks in flight than the server's cap on calls (0: none) lets through at once. A
+/// chunk waiting for a slot could take it before its predecessor (reads finish in any order),
+/// and the server would then hold it until its wait for the predecessor ran out.
+fn chunks_in_flight(cap: usize) -> usize {
+    match cap {
+        0 => CHUNKS_IN_FLIGHT,
+        cap => CHUNKS_IN_FLIGHT.min(cap),
+    }
 }
 
 /// Sends chunks `0..parts`, `window` of them in flight, each future reading, sending and checking
@@ -217,6 +229,14 @@ mod tests {
         );
         let err = read_part(tmp.path(), 5, 7).unwrap_err();
         assert!(err.to_string().contains("shorter"), "{err}");
+    }
+
+    #[test]
+    fn no_more_chunks_in_flight_than_the_cap_lets_through() {
+        assert_eq!(chunks_in_flight(0), CHUNKS_IN_FLIGHT, "0 is uncapped");
+        assert_eq!(chunks_in_flight(1), 1);
+        assert_eq!(chunks_in_flight(2), 2);
+        assert_eq!(chunks_in_flight(64), CHUNKS_IN_FLIGHT);
     }
 
     /// A server that keeps strict order: a chunk that is not the next one is refused.

@@ -53,10 +53,24 @@ pub fn http_server(url: &str) -> ServerConfig {
 /// A runtime over `servers`, its data (ledger) in `scratch`; timeouts short enough for tests,
 /// long enough for a debug build moving 4 MiB chunks.
 pub fn runtime(scratch: &Path, servers: Vec<(&str, ServerConfig)>) -> Arc<Runtime> {
+    runtime_capped(
+        scratch,
+        servers,
+        BreakerConfig::default().max_concurrent_calls,
+    )
+}
+
+/// [`runtime`], with at most `cap` calls in flight per server.
+pub fn runtime_capped(
+    scratch: &Path,
+    servers: Vec<(&str, ServerConfig)>,
+    cap: usize,
+) -> Arc<Runtime> {
     let mut c = Config::default();
     c.core.mcp.breaker = BreakerConfig {
         call_timeout_seconds: 20.0,
         connect_timeout_seconds: 10.0,
+        max_concurrent_calls: cap,
         ..Default::default()
     };
     c.path = scratch.join("config.toml");
