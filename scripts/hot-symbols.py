@@ -9,7 +9,8 @@ binary a tool server holds ~9 MB of code it barely runs; packed together it hold
 How: each session below runs the release binary under valgrind's callgrind, which lists every
 function that executed; the lists are merged and sorted. Missing or stale names cost
 nothing but locality (the linker ignores them), so regenerate after a toolchain or dependency
-update, or after any change to a serve crate's source (the stamp below says when):
+update, or after any change to the source of a crate the binary links (the stamp below says
+when):
 
     cargo build --release -p maljan && cp target/release/maljan /tmp/maljan-default
     cargo build --release -p maljan --no-default-features -p maljan-bench
@@ -24,9 +25,9 @@ use); each build's linker uses the names it has.
 
 A list goes stale silently: a new dependency in Cargo.lock changes the hashes, the linker finds
 few of the names, and idle RSS climbs from ~9 MB to ~14 MB with no error anywhere. An edit to
-a serve crate's source renames some of its functions too (ThinLTO's `.llvm.N` suffixes, the
+a linked crate's source renames some serve-path functions too (ThinLTO's `.llvm.N` suffixes, the
 hashes of generic code it instantiates): ~50 renamed cost 3.3 MB. So the list is stamped with
-what it was made from (Cargo.lock's sha256, a sha256 of the serve crates' sources and
+what it was made from (Cargo.lock's sha256, a sha256 of the linked crates' sources and
 `rustc -V`), and a test (crates/maljan/tests/hot_symbols_fresh.rs) fails when any has changed
 since. A release binary can be checked against the list directly too (needs binutils' nm):
 
@@ -144,18 +145,26 @@ LIST = os.path.join(ROOT, "crates", "maljan", "hot-symbols.txt")
 STAMP = os.path.join(ROOT, "crates", "maljan", "hot-symbols.stamp")
 
 
-# The crates whose code a serve session runs. Their names' `.llvm.N` suffixes and the hashes of
-# generic code they instantiate change with their source, not only with Cargo.lock: one edit in
-# maljan-server renamed ~50 of the serve path's functions and idle RSS went from 8.5 to 11.8 MB.
-SERVE_CRATES = ["maljan", "maljan-server", "maljan-files", "maljan-analysis"]
+# Every workspace crate the binary links. The serve path's names (`.llvm.N` suffixes, the hashes
+# of generic code) change with these sources, not only with Cargo.lock: one edit in maljan-server
+# renamed ~50 of its functions (idle RSS 8.5 -> 11.8 MB), and a one-string edit in maljan-client,
+# whose code a serve session never runs, renamed 23 (8.8 -> 9.9-10.5 MB).
+LINKED_CRATES = [
+    "maljan",
+    "maljan-server",
+    "maljan-files",
+    "maljan-analysis",
+    "maljan-client",
+    "maljan-triage",
+]
 
 
 def sources_digest():
-    """sha256 over the serve crates' Rust sources (src/ and build.rs): each file's path from the
+    """sha256 over the linked crates' Rust sources (src/ and build.rs): each file's path from the
     repository root, a NUL, its sha256 in hex and a newline, in path order. The test
     crates/maljan/tests/hot_symbols_fresh.rs computes the same."""
     entries = []
-    for crate in SERVE_CRATES:
+    for crate in LINKED_CRATES:
         base = os.path.join(ROOT, "crates", crate)
         paths = [os.path.join(base, "build.rs")]
         for folder, _, files in os.walk(os.path.join(base, "src")):
@@ -172,13 +181,13 @@ def sources_digest():
 
 
 def stamp():
-    """What the symbol names depend on: the lock file, the serve crates' sources, the toolchain."""
+    """What the symbol names depend on: the lock file, the linked crates' sources, the toolchain."""
     with open(os.path.join(ROOT, "Cargo.lock"), "rb") as f:
         lock = hashlib.sha256(f.read()).hexdigest()
     rustc = subprocess.run(["rustc", "-V"], capture_output=True, text=True, check=True)
     return (
         f"Cargo.lock sha256 {lock}\n"
-        f"serve crates' sources sha256 {sources_digest()}\n"
+        f"linked crates' sources sha256 {sources_digest()}\n"
         f"{rustc.stdout.strip()}\n"
     )
 
