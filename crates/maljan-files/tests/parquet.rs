@@ -352,33 +352,27 @@ async fn read_only_keeps_the_reader_only() {
     assert!(!h.path("x.parquet").exists());
 }
 
-/// A Python that can import pyarrow: MALJAN_PARQUET_PY, else the peers' venv (MALJAN_PY).
-fn pyarrow_python() -> Option<String> {
-    ["MALJAN_PARQUET_PY", "MALJAN_PY"]
-        .iter()
-        .filter_map(|v| std::env::var(v).ok())
-        .find(|py| {
-            std::process::Command::new(py)
-                .args(["-c", "import pyarrow.parquet"])
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
+/// The peers' Python (MALJAN_PY, installed with pyarrow by scripts/peers.sh). Missing, or
+/// unable to import pyarrow, is a broken set-up: the test fails rather than pass untested.
+fn pyarrow_python() -> String {
+    let py = std::env::var("MALJAN_PY").expect(
+        "MALJAN_PY is not set: run the tests through scripts/test.sh, or `eval \"$(scripts/peers.sh)\"` first",
+    );
+    let probe = std::process::Command::new(&py)
+        .args(["-c", "import pyarrow.parquet"])
+        .output()
+        .expect("run MALJAN_PY");
+    assert!(
+        probe.status.success(),
+        "MALJAN_PY cannot import pyarrow: run scripts/peers.sh again ({})",
+        String::from_utf8_lossy(&probe.stderr).trim()
+    );
+    py
 }
 
 #[tokio::test]
 async fn files_are_shared_with_pyarrow() {
-    let Some(py) = pyarrow_python() else {
-        // scripts/test.sh installs pyarrow beside the other peers (MALJAN_PY): there, its absence
-        // is a broken set-up, not a reason to skip.
-        assert!(
-            std::env::var_os("MALJAN_PY").is_none(),
-            "MALJAN_PY is set but cannot import pyarrow: run scripts/peers.sh again"
-        );
-        eprintln!(
-            "skipped: no Python with pyarrow (run under scripts/test.sh, or set MALJAN_PARQUET_PY)"
-        );
-        return;
-    };
+    let py = pyarrow_python();
     let h = Harness::new();
     h.call(
         "FA_parquet_write",
