@@ -6,6 +6,11 @@ set -euo pipefail
 PEERS="${MALJAN_PEERS:-$HOME/.cache/maljan-peers}"
 mkdir -p "$PEERS"
 stamp="$PEERS/.installed-v3"
+# The "another host" test (staging_netns) needs `ip netns` from iproute2.
+if ! command -v ip >/dev/null 2>&1; then
+  echo "installing iproute2 (ip netns)" >&2
+  { apt-get update -qq && apt-get install -y -qq iproute2; } >&2
+fi
 if [ ! -f "$stamp" ]; then
   echo "installing MCP peers into $PEERS (once)" >&2
   if [ ! -x "$PEERS/venv/bin/python" ]; then python3 -m venv "$PEERS/venv"; fi

@@ -8,7 +8,7 @@ use std::{path::Path, sync::Arc};
 use maljan_analysis::{
     AnalysisConfig, archive, carve, document, elf, identify, iocs, macho, pe, registry,
 };
-use maljan_server::{Roots, ToolServer};
+use maljan_server::{ErrorCode, Roots, ToolServer};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -203,7 +203,13 @@ fn pe_facts() {
         info.anomalies
     );
     // Not a PE: unsupported_format, not a panic.
-    assert!(pe::pe_info(&corpus::elf(), Default::default()).is_err());
+    let not_pe = pe::pe_info(&corpus::elf(), Default::default()).unwrap_err();
+    assert_eq!(
+        not_pe.code,
+        ErrorCode::UnsupportedFormat,
+        "{}",
+        not_pe.message
+    );
 }
 
 #[test]
@@ -341,7 +347,13 @@ fn archives() {
     .unwrap();
     assert_eq!(seven.format, "7z");
     assert!(seven.without[0].contains("7z"));
-    assert!(archive::list(b"plain text, not an archive", 10).is_err());
+    let not_archive = archive::list(b"plain text, not an archive", 10).unwrap_err();
+    assert_eq!(
+        not_archive.code,
+        ErrorCode::UnsupportedFormat,
+        "{}",
+        not_archive.message
+    );
 }
 
 #[test]

@@ -80,3 +80,46 @@ pub fn free_port() -> u16 {
         .map(|a| a.port())
         .expect("free port")
 }
+
+/// Waits until an HTTP server at `addr` (host:port) answers a real request at `path` (a POST of
+/// an MCP `ping`), not merely until its port accepts: a peer that has bound its socket may not
+/// be serving yet, and a test that starts talking then fails by accident. Any HTTP status line
+/// counts as an answer (401 from a server that wants a token, 405 from an SSE endpoint), since
+/// the test's own first request says whether the answer is the right one.
+pub fn wait_answering(addr: &str, path: &str) {
+    use std::{
+        io::{Read, Write},
+        net::TcpStream,
+        time::{Duration, Instant},
+    };
+    let body = r#"{"jsonrpc":"2.0","id":0,"method":"ping"}"#;
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = String::from("nothing listened");
+    while Instant::now() < deadline {
+        match TcpStream::connect(addr) {
+            Ok(mut stream) => {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+                let mut head = [0u8; 12];
+                let answered = stream.write_all(request.as_bytes()).is_ok()
+                    && stream.read_exact(&mut head).is_ok()
+                    && head.starts_with(b"HTTP/1.");
+                if answered {
+                    return;
+                }
+                last = format!(
+                    "accepted but gave no HTTP answer ({:?})",
+                    String::from_utf8_lossy(&head)
+                );
+            }
+            Err(e) => last = e.to_string(),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("no HTTP answer from {addr}{path} within 60 s: {last}");
+}

@@ -17,17 +17,6 @@ impl Drop for Killed {
     }
 }
 
-fn wait_listening(port: u16) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while std::time::Instant::now() < deadline {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(25));
-    }
-    panic!("nothing listened on {port}");
-}
-
 #[tokio::test]
 async fn a_remote_analysis_server_over_http_does_the_whole_triage() {
     let dir = tempfile::tempdir().unwrap();
@@ -49,7 +38,7 @@ async fn a_remote_analysis_server_over_http_does_the_whole_triage() {
             .spawn()
             .unwrap(),
     );
-    wait_listening(port);
+    maljan_testkit::wait_answering(&format!("127.0.0.1:{port}"), "/mcp");
 
     // The server is called "remote": the default steps find their tools on it by name.
     let rt = runtime(

@@ -5,11 +5,11 @@
 mod common;
 
 use std::{
-    path::{Path, PathBuf},
+    path::Path,
     process::{Command, Output, Stdio},
 };
 
-use common::{Running, free_port, maljan, spawn, wait_listening};
+use common::{Running, free_port, maljan, spawn, wait_answering};
 use maljan_triage::corpus;
 
 fn analyze(home: &Path, cwd: &Path, args: &[&str]) -> Output {
@@ -55,19 +55,6 @@ fn analyze_with_config(
 
 fn report_json(path: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-/// A package's binary from this workspace (the hang fixture lives in maljan-testkit).
-fn workspace_bin(package: &str, bin: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile = exe.parent().unwrap().parent().unwrap().to_path_buf();
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["build", "--quiet", "-p", package, "--bins"])
-        .env("CARGO_TARGET_DIR", profile.parent().unwrap())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    profile.join(bin)
 }
 
 #[test]
@@ -168,7 +155,7 @@ fn a_remote_analysis_server_from_a_config_file() {
             .stdout(Stdio::null())
             .stderr(Stdio::null()),
     );
-    wait_listening(port);
+    wait_answering(port);
     let config = tmp.path().join("config.toml");
     std::fs::write(
         &config,
@@ -190,7 +177,7 @@ fn a_remote_analysis_server_from_a_config_file() {
 fn a_hanging_server_degrades_the_run_exit_3_and_the_timeout_shows_once() {
     let tmp = tempfile::tempdir().unwrap();
     let files = corpus::write_corpus(tmp.path());
-    let hang = workspace_bin("maljan-testkit", "fixture-hang");
+    let hang = maljan_testkit::bin_path("fixture-hang");
     let config = tmp.path().join("config.toml");
     std::fs::write(
         &config,

@@ -91,7 +91,7 @@ fn python_sdk_client_over_streamable_http() {
         "--http",
         &format!("127.0.0.1:{port}"),
     ]));
-    wait_listening(port);
+    wait_answering(port);
     let call_args = format!(r#"{{"path":"{root_s}/hello.txt"}}"#);
     for mode in ["auto", "legacy"] {
         let out = py_client(&[

@@ -45,7 +45,7 @@ fn a_sample_put_over_http_is_staged_privately_and_usable() {
         "--staging-dir",
         staging_dir.to_str().unwrap(),
     ]));
-    wait_listening(port);
+    wait_answering(port);
     let url = format!("http://127.0.0.1:{port}/mcp");
     // "hello\n" in base64, with its sha256, under a hostile name.
     let args = format!(
@@ -125,7 +125,7 @@ fn a_large_sample_from_the_python_sdk_goes_through_the_intake() {
             .spawn()
             .unwrap(),
     );
-    wait_listening(port);
+    wait_answering(port);
     // 80 KiB: its base64 fits one command-line argument (128 KiB at most) and the body is over
     // the intake's 64 KiB threshold.
     let data: Vec<u8> = (0..80 * 1024u32).map(|i| (i * 31 % 251) as u8).collect();
@@ -160,7 +160,7 @@ fn no_put_sample_turns_the_primitives_off() {
         &format!("127.0.0.1:{port}"),
         "--no-put-sample",
     ]));
-    wait_listening(port);
+    wait_answering(port);
     // With put_sample on, this empty sample would stage fine; off, the tool does not exist.
     let out = py_call(
         &format!("http://127.0.0.1:{port}/mcp"),
@@ -191,7 +191,7 @@ fn a_bearer_token_is_required_when_set() {
         "--auth-token-file",
         token_file.to_str().unwrap(),
     ]));
-    wait_listening(port);
+    wait_answering(port);
     let out = py_call(
         &format!("http://127.0.0.1:{port}/mcp"),
         "capabilities",

@@ -119,7 +119,7 @@ async fn hostile_names_are_cleaned_and_a_hostile_answer_is_refused() {
             .args(["--port", &hostile_port.to_string(), "--log"])
             .arg(&wire_log),
     );
-    wait_listening(hostile_port);
+    wait_answering(hostile_port);
     let rt = runtime(
         scratch.path(),
         vec![

@@ -4,10 +4,9 @@
 pub mod staging;
 
 use std::{
-    net::TcpListener,
     path::PathBuf,
     process::{Child, Command, Output, Stdio},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 pub fn maljan() -> &'static str {
@@ -21,32 +20,19 @@ pub fn repo_root() -> PathBuf {
         .unwrap()
 }
 
-/// A peer installed by scripts/peers.sh. A missing peer fails the test, loudly: a test that
-/// silently skips proves nothing.
+/// A peer installed by scripts/peers.sh: a missing one fails the test, loudly.
 pub fn peer(var: &str) -> String {
-    std::env::var(var).unwrap_or_else(|_| {
-        panic!("{var} is not set: run the tests through scripts/test.sh, or `eval \"$(scripts/peers.sh)\"` first")
-    })
+    maljan_testkit::peer_env(var)
 }
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    maljan_testkit::free_port()
 }
 
-/// Waits until something accepts connections on the port (the server is up).
-pub fn wait_listening(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("nothing listened on port {port} within 20 s");
+/// Waits until the MCP server on 127.0.0.1:`port` answers a real HTTP request at /mcp (a bound
+/// port is not yet a serving one).
+pub fn wait_answering(port: u16) {
+    maljan_testkit::wait_answering(&format!("127.0.0.1:{port}"), "/mcp");
 }
 
 /// A child process killed when the test ends, pass or fail.

@@ -10,7 +10,7 @@ use std::{
 use maljan_client::{BreakerConfig, Config, Ledger, Runtime, ServerConfig, TransportKind};
 use sha2::Digest;
 
-use super::{Running, free_port, maljan, spawn, wait_listening};
+use super::{Running, free_port, maljan, spawn, wait_answering};
 
 /// One `maljan serve files --http` on loopback.
 pub struct Served {
@@ -37,7 +37,7 @@ pub fn serve_files(scratch: &Path, roots: &[&Path], extra: &[&str]) -> Served {
     }
     cmd.arg("--staging-dir").arg(&staging).args(extra);
     let run = spawn(&mut cmd);
-    wait_listening(port);
+    wait_answering(port);
     Served { run, port, staging }
 }
 
