@@ -7,8 +7,11 @@
 //! `--null-work-us N` adds a null server that spins N µs of CPU before answering each call: the
 //! floor for a server that does that much work.
 //!
-//! Usage: serve-bench --maljan PATH [--python PY] [--calls N] [--starts K] [--null-work-us N]
-//!                    [--block B]   (B sequential calls to a server before the next one's; 10)
+//! `--baseline PATH` adds a second maljan binary (an earlier build), taken in the same turns, so a
+//! change is measured before and after side by side in one run.
+//!
+//! Usage: serve-bench --maljan PATH [--baseline PATH] [--python PY] [--calls N] [--starts K]
+//!                    [--null-work-us N] [--block B]   (B calls to a server before the next one's; 10)
 
 use std::time::Duration;
 
@@ -28,6 +31,26 @@ fn fmt(d: Duration) -> String {
         format!("{:.1} µs", d.as_secs_f64() * 1e6)
     } else {
         format!("{:.2} ms", d.as_secs_f64() * 1e3)
+    }
+}
+
+/// `maljan serve files` from the binary at `exe`, rooted at the bench's scratch directory.
+fn maljan_target(label: &'static str, exe: &str, dir: &std::path::Path, kib: &str) -> Target {
+    Target {
+        label,
+        argv: vec![
+            exe.to_string(),
+            "serve".into(),
+            "files".into(),
+            "--root".into(),
+            dir.to_string_lossy().into(),
+        ],
+        // The trivial call does nothing but be a call: FA_integrity_status with no argument lists
+        // the running watches (none), so it touches no file and what it measures is the server's
+        // own work per call (read, dispatch, validate, answer).
+        trivial: ("FA_integrity_status", json!({})),
+        line_count: Some(("FA_line_count", json!({"file_path": kib}))),
+        checksum: Some(("FA_file_checksum", json!({"path": kib}))),
     }
 }
 
@@ -70,23 +93,11 @@ fn main() -> anyhow::Result<()> {
             line_count: None,
             checksum: None,
         },
-        Target {
-            label: "maljan serve files",
-            argv: vec![
-                maljan.clone(),
-                "serve".into(),
-                "files".into(),
-                "--root".into(),
-                dir.to_string_lossy().into(),
-            ],
-            // The trivial call does nothing but be a call: FA_integrity_status with no argument
-            // lists the running watches (none), so it touches no file and what it measures is
-            // the server's own work per call (read, dispatch, validate, answer).
-            trivial: ("FA_integrity_status", json!({})),
-            line_count: Some(("FA_line_count", json!({"file_path": kib_s}))),
-            checksum: Some(("FA_file_checksum", json!({"path": kib_s}))),
-        },
+        maljan_target("maljan serve files", &maljan, &dir, &kib_s),
     ];
+    if let Some(baseline) = opt("--baseline") {
+        targets.push(maljan_target("maljan (baseline)", &baseline, &dir, &kib_s));
+    }
     if let Some(work) = opt("--null-work-us") {
         targets.push(Target {
             label: "null server, worked",
@@ -254,6 +265,16 @@ fn main() -> anyhow::Result<()> {
             println!(
                 "ratio: automation-file idle RSS / maljan = {:.1}x",
                 a.5 as f64 / m.5.max(1) as f64
+            );
+        }
+        if let Some(b) = find("maljan (baseline)") {
+            println!(
+                "ratio: this build / baseline: cold start {:.2}x, trivial call {:.2}x, checksum {:.2}x, idle RSS {:.2}x",
+                m.2.as_secs_f64() / b.2.as_secs_f64(),
+                m.3.as_secs_f64() / b.3.as_secs_f64(),
+                m.4.zip(b.4)
+                    .map_or(f64::NAN, |(mc, bc)| mc.as_secs_f64() / bc.as_secs_f64()),
+                m.5 as f64 / b.5.max(1) as f64
             );
         }
     }
