@@ -473,7 +473,10 @@ mod tests {
 
     #[test]
     fn kinds_are_checked() {
-        assert!(parse_kinds(Some(vec!["bogus".into()])).is_err());
+        assert_eq!(
+            parse_kinds(Some(vec!["bogus".into()])).unwrap_err().code,
+            maljan_server::ErrorCode::BadArgument
+        );
         assert_eq!(
             parse_kinds(Some(vec!["ip".into()])).unwrap(),
             vec!["ipv4", "ipv6"]

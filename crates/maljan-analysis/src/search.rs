@@ -305,6 +305,11 @@ mod tests {
         .unwrap();
         assert_eq!(out.matches[0].offset, 1);
         assert!(out.read_as.is_none());
-        assert!(run(b"", args(&["4D5"], Mode::Hex), &|| false).is_err());
+        assert_eq!(
+            run(b"", args(&["4D5"], Mode::Hex), &|| false)
+                .unwrap_err()
+                .code,
+            maljan_server::ErrorCode::BadArgument
+        );
     }
 }

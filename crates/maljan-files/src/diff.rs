@@ -316,7 +316,13 @@ mod tests {
         let (patched, hunks) = apply_unified(old, &diff).unwrap();
         assert_eq!(patched, new);
         assert_eq!(hunks, 2);
-        assert!(apply_unified("zzz\n", &diff).is_err());
-        assert!(apply_unified(old, "not a patch").is_err());
+        assert_eq!(
+            apply_unified("zzz\n", &diff).unwrap_err().code,
+            maljan_server::ErrorCode::BadArgument
+        );
+        assert_eq!(
+            apply_unified(old, "not a patch").unwrap_err().code,
+            maljan_server::ErrorCode::BadArgument
+        );
     }
 }

@@ -448,8 +448,14 @@ mod tests {
         assert_eq!(expand("a-${cwd}-b", "/r").unwrap(), "a-/r-b");
         assert_eq!(expand("${uuid}", "").unwrap().len(), 32);
         assert_eq!(expand("${date:%Y}", "").unwrap().len(), 4);
-        assert!(expand("${env:HOME}", "").is_err());
-        assert!(expand("${nope}", "").is_err());
+        assert_eq!(
+            expand("${env:HOME}", "").unwrap_err().code,
+            maljan_server::ErrorCode::BadArgument
+        );
+        assert_eq!(
+            expand("${nope}", "").unwrap_err().code,
+            maljan_server::ErrorCode::BadArgument
+        );
         assert_eq!(expand("plain $x", "").unwrap(), "plain $x");
     }
 }

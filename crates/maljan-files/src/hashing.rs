@@ -296,9 +296,18 @@ mod tests {
 
     #[test]
     fn chunk_size_limits() {
-        assert!(chunk_size(0).is_err());
-        assert!(chunk_size(-5).is_err());
-        assert!(chunk_size((MAX_CHUNK + 1) as i64).is_err());
+        assert_eq!(
+            chunk_size(0).unwrap_err().code,
+            maljan_server::ErrorCode::BadArgument
+        );
+        assert_eq!(
+            chunk_size(-5).unwrap_err().code,
+            maljan_server::ErrorCode::BadArgument
+        );
+        assert_eq!(
+            chunk_size((MAX_CHUNK + 1) as i64).unwrap_err().code,
+            maljan_server::ErrorCode::BadArgument
+        );
         assert_eq!(chunk_size(4096).unwrap(), 4096);
     }
 

@@ -127,7 +127,12 @@ mod tests {
         assert_eq!(doc["a"]["new"]["deep"], true);
         set_in(&mut doc, &split("a.b.3"), json!("appended")).unwrap();
         assert_eq!(doc["a"]["b"][3], "appended");
-        assert!(set_in(&mut doc, &split("a.b.9"), json!(0)).is_err());
+        assert_eq!(
+            set_in(&mut doc, &split("a.b.9"), json!(0))
+                .unwrap_err()
+                .code,
+            maljan_server::ErrorCode::BadArgument
+        );
         assert!(delete_in(&mut doc, &split("a.b.0")));
         assert_eq!(doc["a"]["b"][0], 2);
         assert!(!delete_in(&mut doc, &split("a.zzz")));

@@ -279,6 +279,7 @@ pub(crate) fn write_atomic(target: &Path, given: &str, data: &[u8]) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+    use maljan_server::ErrorCode;
 
     fn rooted_at(dir: &Path) -> Config {
         Config {
@@ -308,8 +309,15 @@ mod tests {
             u64::MAX,
             "a FIFO is never read in place"
         );
-        assert!(sized(dir.path()).is_err(), "a directory is not a file");
-        assert!(sized(&dir.path().join("missing")).is_err());
+        assert_eq!(
+            sized(dir.path()).unwrap_err().code,
+            ErrorCode::BadArgument,
+            "a directory is not a file"
+        );
+        assert_eq!(
+            sized(&dir.path().join("missing")).unwrap_err().code,
+            ErrorCode::NoSuchFile
+        );
     }
 
     #[test]
@@ -339,10 +347,24 @@ mod tests {
         assert!(matches!(input(&big).unwrap(), FileInput::Later { .. }));
         // Opened without waiting for a writer, and left for the blocking pool.
         assert!(matches!(input(&fifo).unwrap(), FileInput::Later { .. }));
-        assert!(input(dir.path()).is_err(), "a directory is not a file");
-        assert!(input(&dir.path().join("missing")).is_err());
-        assert!(
-            input(Path::new("/etc/hostname")).is_err(),
+        assert_eq!(
+            input(dir.path()).map(drop).unwrap_err().code,
+            ErrorCode::BadArgument,
+            "a directory is not a file"
+        );
+        assert_eq!(
+            input(&dir.path().join("missing"))
+                .map(drop)
+                .unwrap_err()
+                .code,
+            ErrorCode::NoSuchFile
+        );
+        assert_eq!(
+            input(Path::new("/etc/hostname"))
+                .map(drop)
+                .unwrap_err()
+                .code,
+            ErrorCode::PathOutsideRoots,
             "outside the roots"
         );
         // An empty file is read at once; a symlink to a small file is resolved and read too.
