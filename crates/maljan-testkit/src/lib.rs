@@ -10,8 +10,11 @@
 //!   scenarios, built on maljan-client's runtime.
 //! - [`bin_path`]: builds this crate's (or another package's) binaries once per test process and
 //!   returns the path, so tests in other crates can start them.
+//! - [`wait_answering`]: waits for a real HTTP answer from a peer a test started.
 //!
-//! It is a test helper: nothing in the product depends on it.
+//! It is a test helper: nothing in the product depends on it. The fixtures are hand-written over
+//! std and serde_json, and the crate must not depend on a server crate: a fixture built from the
+//! code under test would share its bugs.
 
 pub mod fixture;
 
