@@ -95,7 +95,7 @@ pub(crate) enum Decoded {
     Ignore,
 }
 
-pub(crate) fn error_response(id: Value, code: i64, message: &str) -> Value {
+fn error_response(id: Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
 
@@ -170,10 +170,10 @@ fn invalid_request(id: Value, why: &str) -> Decoded {
 /// Why a JSON object is not a message rmcp reads, as JSON-RPC answers it.
 fn refusal(object: Map<String, Value>) -> Decoded {
     let method = object.get("method").and_then(Value::as_str);
+    // A notification or a response nobody waits for: JSON-RPC answers neither.
+    let unanswered = object.contains_key("result") || object.contains_key("error");
     let Some(id) = object.get("id") else {
-        // A notification (or a response) nobody waits for: JSON-RPC answers neither.
-        return if method.is_some() || object.contains_key("result") || object.contains_key("error")
-        {
+        return if method.is_some() || unanswered {
             Decoded::Ignore
         } else {
             invalid_request(Value::Null, "no method")
@@ -184,10 +184,11 @@ fn refusal(object: Map<String, Value>) -> Decoded {
     }
     let id = id.clone();
     let Some(method) = method else {
-        if object.contains_key("result") || object.contains_key("error") {
-            return Decoded::Ignore;
-        }
-        return invalid_request(id, "no method");
+        return if unanswered {
+            Decoded::Ignore
+        } else {
+            invalid_request(id, "no method")
+        };
     };
     if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return invalid_request(id, "jsonrpc must be \"2.0\"");

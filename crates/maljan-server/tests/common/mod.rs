@@ -18,15 +18,14 @@ use tokio::{
 };
 use tower::ServiceExt;
 
-/// The versions with an initialize handshake, oldest first.
-pub const HANDSHAKE_VERSIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 /// The stateless version: no handshake, every request names its version in `_meta`.
 pub const STATELESS: &str = "2026-07-28";
+/// Every version served: the four with an initialize handshake, oldest first, then stateless.
 pub const VERSIONS: [&str; 5] = [
-    HANDSHAKE_VERSIONS[0],
-    HANDSHAKE_VERSIONS[1],
-    HANDSHAKE_VERSIONS[2],
-    HANDSHAKE_VERSIONS[3],
+    "2024-11-05",
+    "2025-03-26",
+    "2025-06-18",
+    "2025-11-25",
     STATELESS,
 ];
 
