@@ -1,11 +1,15 @@
 //! What a running tool can reach: cancellation, progress, and the server's other tools.
 
-use std::sync::{Arc, Weak};
+use std::{
+    future::Future,
+    pin::Pin,
+    sync::{Arc, Weak},
+};
 
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use crate::{errors::ToolError, server::ToolServer};
+use crate::errors::ToolError;
 
 /// Receives progress reports for one call (the protocol layer turns them into
 /// notifications/progress when the request carried a progressToken).
@@ -13,36 +17,55 @@ pub trait ProgressSink: Send + Sync {
     fn report(&self, progress: f64, total: Option<f64>, message: Option<String>);
 }
 
+/// What a running tool reaches of the server running it: its other tools. `ToolServer`
+/// implements it; the context knows only this, so the server depends on the context and not
+/// the other way round.
+pub(crate) trait ToolHost: Send + Sync {
+    fn invoke(
+        self: Arc<Self>,
+        tool: String,
+        args: Map<String, Value>,
+        ctx: ToolContext,
+    ) -> Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send>>;
+
+    fn has_tool(&self, tool: &str) -> bool;
+}
+
 /// Handed to every tool call.
 #[derive(Clone)]
 pub struct ToolContext {
     cancel: CancellationToken,
     progress: Option<Arc<dyn ProgressSink>>,
-    server: Weak<ToolServer>,
+    /// None outside a server ([`ToolContext::detached`]).
+    host: Option<Weak<dyn ToolHost>>,
     depth: u32,
 }
 
 /// How deep action lists may nest tool calls inside tool calls.
-const MAX_NESTING: u32 = 16;
+pub(crate) const MAX_NESTING: u32 = 16;
 
 impl ToolContext {
     pub(crate) fn new(
         cancel: CancellationToken,
         progress: Option<Arc<dyn ProgressSink>>,
-        server: Weak<ToolServer>,
+        host: Option<Weak<dyn ToolHost>>,
         depth: u32,
     ) -> Self {
         Self {
             cancel,
             progress,
-            server,
+            host,
             depth,
         }
     }
 
     /// A context for calling a tool outside any protocol (tests, benches, the CLI).
     pub fn detached() -> Self {
-        Self::new(CancellationToken::new(), None, Weak::new(), 0)
+        Self::new(CancellationToken::new(), None, None, 0)
+    }
+
+    fn host(&self) -> Option<Arc<dyn ToolHost>> {
+        self.host.as_ref().and_then(Weak::upgrade)
     }
 
     /// Cancelled when the client cancels the call or its timeout expires. Long loops should check
@@ -69,7 +92,7 @@ impl ToolContext {
     /// Calls another tool of the same server, under the same policy: a tool hidden by
     /// `--read-only` or `--allowed-actions` cannot be reached this way either.
     pub async fn invoke(&self, tool: &str, args: Map<String, Value>) -> Result<Value, ToolError> {
-        let Some(server) = self.server.upgrade() else {
+        let Some(host) = self.host() else {
             return Err(ToolError::not_configured(
                 "nested tool calls need a running server",
             ));
@@ -82,17 +105,15 @@ impl ToolContext {
         let child = ToolContext::new(
             self.cancel.child_token(),
             self.progress.clone(),
-            self.server.clone(),
+            self.host.clone(),
             self.depth + 1,
         );
-        server.invoke(tool, args, child).await
+        host.invoke(tool.to_string(), args, child).await
     }
 
     /// Whether a tool of this name is served (for validating action lists before running them).
     pub fn has_tool(&self, tool: &str) -> bool {
-        self.server
-            .upgrade()
-            .is_some_and(|s| s.registry().get(tool).is_some())
+        self.host().is_some_and(|host| host.has_tool(tool))
     }
 }
 

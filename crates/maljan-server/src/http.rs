@@ -1,13 +1,16 @@
 //! Streamable HTTP serving (rmcp's `StreamableHttpService` nested in axum), with the checks a
 //! server reachable over a network needs: Host and Origin allow-lists against DNS rebinding, a
-//! request size bound, and an optional bearer token compared in constant time.
+//! request size bound, and an optional bearer token compared in constant time. An initialize
+//! that left out fields is completed before rmcp reads it, as on stdio
+//! ([`crate::protocol::complete_initialize`]).
 
 use std::{net::SocketAddr, sync::Arc};
 
 use axum::{
     Router,
+    body::Body,
     extract::{Request, State},
-    http::{StatusCode, header},
+    http::{HeaderMap, Method, StatusCode, header},
     middleware::{self, Next},
     response::{IntoResponse, Response},
     serve::ListenerExt as _,
@@ -17,10 +20,12 @@ use rmcp::transport::{
     StreamableHttpServerConfig, StreamableHttpService,
     streamable_http_server::session::local::LocalSessionManager,
 };
+use serde_json::Value;
+use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    protocol::McpHandler,
+    protocol::{McpHandler, complete_initialize},
     server::ToolServer,
     staging::{Intake, StagingStore, intake},
 };
@@ -102,7 +107,9 @@ where
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let mut router = Router::new().nest_service("/mcp", service);
+    let mut router = Router::new()
+        .nest_service("/mcp", service)
+        .layer(middleware::from_fn(complete_initialize_body));
     if let Some(store) = &options.staging {
         let state = Intake {
             store: store.clone(),
@@ -169,6 +176,54 @@ where
     Ok(())
 }
 
+/// An initialize body is at most this long to be looked at: one is a few hundred bytes.
+const INITIALIZE_MAX_BYTES: usize = 64 * 1024;
+
+/// Completes an initialize that left out fields ([`complete_initialize`]), which rmcp would
+/// not start a session for. Only a small POST that could open a session is read: one without
+/// Mcp-Session-Id and MCP-Protocol-Version, which every later request carries. Every other
+/// request passes untouched, and so does a body that needs nothing.
+async fn complete_initialize_body(request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let could_open_a_session = request.method() == Method::POST
+        && !headers.contains_key("mcp-session-id")
+        && !headers.contains_key("mcp-protocol-version")
+        && content_length(headers).is_some_and(|n| n <= INITIALIZE_MAX_BYTES);
+    if !could_open_a_session {
+        return next.run(request).await;
+    }
+    let (mut parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, INITIALIZE_MAX_BYTES).await else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "the request body could not be read\n",
+        )
+            .into_response();
+    };
+    let completed = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|mut message| complete_initialize(&mut message).then(|| message.to_string()));
+    let body = match completed {
+        Some(completed) => {
+            parts
+                .headers
+                .insert(header::CONTENT_LENGTH, completed.len().into());
+            Body::from(completed)
+        }
+        None => Body::from(bytes),
+    };
+    next.run(Request::from_parts(parts, body)).await
+}
+
+fn content_length(headers: &HeaderMap) -> Option<usize> {
+    headers
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
+}
+
 async fn require_bearer(
     State(token): State<Arc<Vec<u8>>>,
     request: Request,
@@ -178,10 +233,11 @@ async fn require_bearer(
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::as_bytes);
+        .and_then(bearer_token);
+    // Compared without an early exit, so the time taken does not tell how much of a guess
+    // matched.
     match presented {
-        Some(p) if constant_time_eq(p, &token) => next.run(request).await,
+        Some(p) if bool::from(p.as_bytes().ct_eq(&token)) => next.run(request).await,
         _ => (
             StatusCode::UNAUTHORIZED,
             [(header::WWW_AUTHENTICATE, "Bearer")],
@@ -191,23 +247,72 @@ async fn require_bearer(
     }
 }
 
-/// Compares without an early exit, so the time taken does not tell how much of a guess matched.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = (a.len() ^ b.len()) as u8 | ((a.len() ^ b.len()) >> 8) as u8;
-    for (i, byte) in b.iter().enumerate() {
-        diff |= a.get(i).copied().unwrap_or(0xff) ^ byte;
-    }
-    diff == 0 && a.len() == b.len()
+/// The token of an `Authorization: Bearer <token>` value. The scheme is matched without
+/// regard to case, as HTTP auth schemes are (RFC 9110 §11.1): `bearer` and `BEARER` too.
+fn bearer_token(authorization: &str) -> Option<&str> {
+    let (scheme, token) = authorization.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start_matches(' '))
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use tower::ServiceExt;
+
     #[test]
-    fn constant_time_eq_compares_whole_values() {
-        use super::constant_time_eq as eq;
-        assert!(eq(b"secret", b"secret"));
-        assert!(!eq(b"secreT", b"secret"));
-        assert!(!eq(b"secret-longer", b"secret"));
-        assert!(!eq(b"", b"secret"));
+    fn the_bearer_scheme_is_matched_without_regard_to_case() {
+        for value in [
+            "Bearer s3cret",
+            "bearer s3cret",
+            "BEARER s3cret",
+            "BeArEr  s3cret",
+        ] {
+            assert_eq!(bearer_token(value), Some("s3cret"), "{value}");
+        }
+        for value in [
+            "Basic s3cret",
+            "Bearers3cret",
+            "Bearer",
+            "Token Bearer s3cret",
+        ] {
+            assert_eq!(bearer_token(value), None, "{value}");
+        }
+    }
+
+    async fn status_with(authorization: Option<&str>) -> u16 {
+        let router = Router::new()
+            .route("/mcp", axum::routing::get(|| async { "in" }))
+            .layer(middleware::from_fn_with_state(
+                Arc::new(b"s3cret".to_vec()),
+                require_bearer,
+            ));
+        let mut request = Request::get("/mcp");
+        if let Some(value) = authorization {
+            request = request.header(header::AUTHORIZATION, value);
+        }
+        let response = router
+            .oneshot(request.body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        response.status().as_u16()
+    }
+
+    #[tokio::test]
+    async fn only_the_whole_token_in_any_case_of_the_scheme_is_let_in() {
+        for good in ["Bearer s3cret", "bearer s3cret", "BEARER s3cret"] {
+            assert_eq!(status_with(Some(good)).await, 200, "{good}");
+        }
+        for bad in [
+            None,
+            Some("Bearer s3cre"),
+            Some("Bearer s3cret-and-more"),
+            Some("Bearer S3CRET"),
+            Some("Bearer "),
+            Some("Basic s3cret"),
+        ] {
+            assert_eq!(status_with(bad).await, 401, "{bad:?}");
+        }
     }
 }

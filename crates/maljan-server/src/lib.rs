@@ -3,8 +3,15 @@
 //! It owns the tool registry (a typed Rust function per tool, its JSON Schema derived from the
 //! argument struct), the error shape that names a remedy, path confinement under `--root`, the
 //! capability manifest, the put_sample staging store, and serving a registry over stdio or
-//! streamable HTTP. The official SDK (rmcp) is used only inside `protocol`, the `stdio` modules
-//! and `http`.
+//! streamable HTTP. Every message on either transport goes through the official SDK's (rmcp's)
+//! service: `protocol` is the one handler both serve, `http` nests rmcp's streamable HTTP
+//! service, and `stdio` hands rmcp a newline transport whose framing (`stdio_framing`: answers
+//! for malformed, oversize and unreadable lines) is the only code that differs between the two.
+//! Nothing answers a request around rmcp.
+//!
+//! Inside, the dependencies go one way: `server` (a built server, where a call runs) builds on
+//! `context` (what a running tool reaches, through the `ToolHost` trait the server implements),
+//! `registry`, `errors` and `manifest`; the transports build on `server`.
 //!
 //! It must not depend on the client runtime or on any concrete server (files, analysis).
 //!
@@ -31,9 +38,7 @@ pub mod roots;
 pub mod server;
 pub mod staging;
 pub mod stdio;
-mod stdio_decode;
-mod stdio_direct;
-mod stdio_lines;
+mod stdio_framing;
 
 pub use context::{IN_PLACE_BYTES, ProgressSink, ToolContext, blocking, blocking_unless_small};
 pub use errors::{ErrorCode, ToolError};

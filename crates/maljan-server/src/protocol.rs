@@ -1,7 +1,9 @@
 //! The one place the official SDK (rmcp) meets maljan's tool servers: a `ServerHandler` that
-//! answers tools/list and tools/call from a [`ToolServer`]. rmcp does the JSON-RPC session,
-//! version negotiation (2024-11-05 … 2025-11-25, and the stateless 2026-07-28 `server/discover`),
-//! ping and cancellation; maljan does validation, errors, timeouts and progress.
+//! answers tools/list and tools/call from a [`ToolServer`], on stdio and HTTP alike. rmcp does
+//! the JSON-RPC session, version negotiation (2024-11-05 … 2025-11-25, and the stateless
+//! 2026-07-28 `server/discover`), ping and cancellation; maljan does validation, errors,
+//! timeouts and progress, and completes an initialize that left out fields
+//! ([`complete_initialize`]) before either transport hands it to rmcp.
 
 use std::sync::Arc;
 
@@ -10,11 +12,11 @@ use rmcp::{
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
         InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-        ProgressToken, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+        ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
     },
     service::{Peer, RequestContext},
 };
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::{
     context::ProgressSink,
@@ -105,10 +107,55 @@ impl ServerHandler for McpHandler {
     }
 }
 
+/// Fills in what an `initialize` request left out of its params, in place; whether it did.
+///
+/// rmcp refuses an initialize without `protocolVersion`, `capabilities` and `clientInfo` as
+/// invalid params, and then serves nothing. Clients written by hand send `"params": {}` (the
+/// automation-file page's own printf smoke test does), so the missing members get defaults,
+/// on stdio and on HTTP alike. A client that names no version is answered as rmcp answers one
+/// naming a version it does not know: with the newest version that still has an initialize
+/// handshake (2025-11-25 with rmcp 3.11), so there is one rule for both, and it moves with
+/// rmcp. Members that are present are left as sent, however wrong.
+pub(crate) fn complete_initialize(message: &mut Value) -> bool {
+    if message.get("method").and_then(Value::as_str) != Some("initialize") {
+        return false;
+    }
+    let Some(message) = message.as_object_mut() else {
+        return false;
+    };
+    let params = message.entry("params").or_insert_with(|| json!({}));
+    if params.is_null() {
+        *params = json!({});
+    }
+    let Some(params) = params.as_object_mut() else {
+        return false;
+    };
+    let defaults = [
+        (
+            "protocolVersion",
+            json!(ProtocolVersion::LATEST_WITH_INITIALIZE.as_str()),
+        ),
+        ("capabilities", json!({})),
+        (
+            "clientInfo",
+            json!({"name": "unnamed-client", "version": "0"}),
+        ),
+    ];
+    let mut completed = false;
+    for (key, default) in defaults {
+        let member = params.entry(key).or_insert(Value::Null);
+        if member.is_null() {
+            *member = default;
+            completed = true;
+        }
+    }
+    completed
+}
+
 /// A result carries its JSON as text (for every client) and, when it is an object, as
 /// structuredContent too. Error results carry only the text: their shape is not the tool's
 /// outputSchema, and clients validate structuredContent against it.
-pub(crate) fn tool_result(outcome: CallOutcome) -> CallToolResult {
+fn tool_result(outcome: CallOutcome) -> CallToolResult {
     let text = match &outcome.value {
         Value::String(s) => s.clone(),
         other => other.to_string(),
@@ -172,5 +219,44 @@ impl ProgressSink for PeerProgress {
         param.total = total;
         param.message = message;
         let _ = self.tx.send(Forward::Report(param));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_initialize_gets_what_it_left_out_and_keeps_what_it_sent() {
+        for params in [json!({}), Value::Null] {
+            let mut message =
+                json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params});
+            assert!(complete_initialize(&mut message));
+            let completed = &message["params"];
+            assert_eq!(completed["protocolVersion"], "2025-11-25");
+            assert_eq!(completed["capabilities"], json!({}));
+            assert!(completed["clientInfo"]["name"].is_string());
+        }
+        let mut without_params = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize"});
+        assert!(complete_initialize(&mut without_params));
+        assert_eq!(without_params["params"]["protocolVersion"], "2025-11-25");
+
+        let sent = json!({"protocolVersion": "2024-11-05", "capabilities": {"roots": {}}, "clientInfo": {"name": "c", "version": "1"}});
+        let mut whole = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": sent});
+        assert!(!complete_initialize(&mut whole), "nothing was missing");
+        assert_eq!(whole["params"], sent);
+        let mut partial = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-03-26"}});
+        assert!(complete_initialize(&mut partial));
+        assert_eq!(partial["params"]["protocolVersion"], "2025-03-26");
+
+        for mut other in [
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": [1]}),
+            json!([{"method": "initialize"}]),
+        ] {
+            let before = other.clone();
+            assert!(!complete_initialize(&mut other));
+            assert_eq!(other, before);
+        }
     }
 }

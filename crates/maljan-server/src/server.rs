@@ -1,7 +1,7 @@
 //! A tool server independent of any transport: the served registry, its manifest, and the one
 //! place a call runs — argument validation, the tool's timeout, cancellation, panic containment.
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{collections::HashMap, future::Future, pin::Pin, sync::Arc, time::Duration};
 
 use futures::FutureExt;
 use schemars::JsonSchema;
@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    context::{ProgressSink, ToolContext, panic_message},
+    context::{ProgressSink, ToolContext, ToolHost, panic_message},
     errors::ToolError,
     manifest::{Manifest, ManifestTool},
     registry::{Registry, ToolMeta},
@@ -128,7 +128,8 @@ impl ToolServer {
         progress: Option<Arc<dyn ProgressSink>>,
     ) -> Option<CallOutcome> {
         self.registry.get(tool)?;
-        let ctx = ToolContext::new(cancel, progress, Arc::downgrade(self), 0);
+        let host: Arc<dyn ToolHost> = self.clone();
+        let ctx = ToolContext::new(cancel, progress, Some(Arc::downgrade(&host)), 0);
         Some(match self.invoke(tool, args, ctx).await {
             Ok(value) => CallOutcome {
                 value,
@@ -190,6 +191,21 @@ impl ToolServer {
     }
 }
 
+impl ToolHost for ToolServer {
+    fn invoke(
+        self: Arc<Self>,
+        tool: String,
+        args: Map<String, Value>,
+        ctx: ToolContext,
+    ) -> Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send>> {
+        Box::pin(async move { ToolServer::invoke(&self, &tool, args, ctx).await })
+    }
+
+    fn has_tool(&self, tool: &str) -> bool {
+        self.registry.get(tool).is_some()
+    }
+}
+
 async fn sleep_or_forever(timeout: Option<Duration>) {
     match timeout {
         Some(t) => tokio::time::sleep(t).await,
@@ -212,5 +228,58 @@ fn probe(meta: &ToolMeta) -> ManifestTool {
         timeout_s: meta.timeout.map(|t| t.as_secs_f64()),
         remediation: missing.as_ref().map(|m| m.remediation.clone()),
         without: missing.and_then(|m| m.without),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[derive(Deserialize, JsonSchema)]
+    struct Depth {
+        left: u32,
+    }
+
+    fn nesting_server() -> Arc<ToolServer> {
+        let mut registry = Registry::new();
+        registry.add(
+            ToolMeta::new("nest", "Calls itself `left` more times"),
+            |ctx, a: Depth| async move {
+                if a.left == 0 {
+                    return Ok(json!({"bottom": true, "sees_itself": ctx.has_tool("nest")}));
+                }
+                let mut args = Map::new();
+                args.insert("left".into(), json!(a.left - 1));
+                ctx.invoke("nest", args).await
+            },
+        );
+        ToolServer::new("t", "1", registry)
+    }
+
+    fn left(n: u32) -> Map<String, Value> {
+        let mut args = Map::new();
+        args.insert("left".into(), json!(n));
+        args
+    }
+
+    #[tokio::test]
+    async fn a_tool_reaches_the_other_tools_of_its_server_up_to_the_nesting_limit() {
+        let server = nesting_server();
+        let call = |n| server.call("nest", left(n), CancellationToken::new(), None);
+        let deep = call(crate::context::MAX_NESTING).await.unwrap();
+        assert_eq!(deep.value, json!({"bottom": true, "sees_itself": true}));
+        let too_deep = call(crate::context::MAX_NESTING + 1).await.unwrap();
+        assert!(too_deep.is_error, "{:?}", too_deep.value);
+        assert_eq!(too_deep.value["error"]["code"], "bad_argument");
+    }
+
+    /// Outside a server there is nothing to reach: a nested call says so, it does not panic.
+    #[tokio::test]
+    async fn a_detached_context_reaches_no_tools() {
+        let ctx = ToolContext::detached();
+        assert!(!ctx.has_tool("nest"));
+        let err = ctx.invoke("nest", left(0)).await.unwrap_err();
+        assert_eq!(err.code, crate::errors::ErrorCode::NotConfigured);
     }
 }

@@ -2,7 +2,8 @@
 //! built on this framework (examples/conformance_server.rs), over streamable HTTP on loopback.
 
 use std::{
-    net::TcpListener,
+    io::{BufRead, BufReader, Write},
+    net::{TcpListener, TcpStream},
     path::PathBuf,
     process::{Command, Stdio},
     time::{Duration, Instant},
@@ -54,11 +55,12 @@ fn active_server_scenarios_all_pass() {
             .spawn()
             .unwrap(),
     );
+    // Started once it answers a real request: a port that accepts may not answer yet.
     let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+    while !answers_initialize(port) {
         assert!(
             Instant::now() < deadline,
-            "the conformance server did not start"
+            "the conformance server did not answer within 20 s"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -76,30 +78,99 @@ fn active_server_scenarios_all_pass() {
         .unwrap();
     let text =
         String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    let total = text
+    let scenarios = verdict(&text).unwrap_or_else(|why| panic!("{why}:\n{text}"));
+    assert!(out.status.success(), "the suite failed:\n{text}");
+    assert!(
+        scenarios >= 30,
+        "expected the 30 active scenarios, saw {scenarios}:\n{text}"
+    );
+}
+
+/// Whether the server on `port` answers an initialize with 200.
+fn answers_initialize(port: u16) -> bool {
+    let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let body = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"probe","version":"0"}}}"#;
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut status = String::new();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .is_ok()
+        && stream.write_all(request.as_bytes()).is_ok()
+        && BufReader::new(stream).read_line(&mut status).is_ok()
+        && status.starts_with("HTTP/1.1 200")
+}
+
+/// The number of scenarios the suite's summary says passed, or why the run proves nothing: no
+/// `Total:` line, nothing passed, or anything failed.
+fn verdict(output: &str) -> Result<usize, String> {
+    let total = output
         .lines()
         .rev()
-        .find(|l| l.starts_with("Total:"))
-        .unwrap_or_else(|| panic!("no Total line:\n{text}"));
-    let failed: u32 = total
-        .split(',')
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap();
-    let passed: u32 = total
-        .split_whitespace()
-        .nth(1)
-        .and_then(|n| n.parse().ok())
-        .unwrap();
-    let scenarios = text
+        .find_map(|l| l.trim().strip_prefix("Total:"))
+        .ok_or("no Total line")?;
+    let count = |what: &str| {
+        total
+            .split(',')
+            .find_map(|part| part.trim().strip_suffix(what))
+            .and_then(|n| n.trim().parse::<u32>().ok())
+            .ok_or(format!("no '{what}' count in 'Total:{total}'"))
+    };
+    let (passed, failed) = (count("passed")?, count("failed")?);
+    if passed == 0 {
+        return Err("0 checks passed".into());
+    }
+    let scenarios: Vec<&str> = output
         .lines()
+        .map(str::trim)
         .filter(|l| l.starts_with('✓') || l.starts_with('✗'))
-        .count();
-    assert_eq!(failed, 0, "{text}");
-    assert!(out.status.success(), "{text}");
-    assert!(
-        scenarios >= 30 && passed >= 30,
-        "expected the 30 active scenarios, saw {scenarios}: {total}"
-    );
+        .collect();
+    let failing: Vec<&&str> = scenarios
+        .iter()
+        .filter(|l| l.starts_with('✗') || !l.ends_with(" 0 failed"))
+        .collect();
+    if failed > 0 || !failing.is_empty() {
+        return Err(format!("{failed} checks failed: {failing:?}"));
+    }
+    if scenarios.is_empty() {
+        return Err("no scenario was reported".into());
+    }
+    Ok(scenarios.len())
+}
+
+#[test]
+fn a_run_that_proves_nothing_is_not_a_pass() {
+    let good = "✓ ping: 1 passed, 0 failed\n✓ tools-list: 2 passed, 0 failed\n\nTotal: 3 passed, 0 failed\n";
+    assert_eq!(verdict(good), Ok(2));
+    for (output, why) in [
+        ("", "no Total line"),
+        ("✓ ping: 1 passed, 0 failed\n", "no Total line"),
+        ("Total: 0 passed, 0 failed\n", "0 checks passed"),
+        (
+            "✓ ping: 0 passed, 0 failed\nTotal: 0 passed, 0 failed",
+            "0 checks passed",
+        ),
+        (
+            "✓ a: 1 passed, 0 failed\n✗ b: 0 passed, 1 failed\nTotal: 1 passed, 1 failed",
+            "1 checks failed",
+        ),
+        (
+            "✗ b: 1 passed, 0 failed\nTotal: 1 passed, 0 failed",
+            "0 checks failed",
+        ),
+        (
+            "✓ b: 1 passed, 2 failed\nTotal: 1 passed, 0 failed",
+            "0 checks failed",
+        ),
+        ("Total: 5 passed, 0 failed", "no scenario was reported"),
+        ("Total: many passed", "no 'passed' count"),
+    ] {
+        let refused = verdict(output).expect_err(output);
+        assert!(refused.starts_with(why), "{output:?}: {refused}");
+    }
 }

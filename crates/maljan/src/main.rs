@@ -20,6 +20,9 @@ enum Command {
     /// Analyse one sample with every configured tool server and write a report (the main job).
     Analyze(analyze::AnalyzeArgs),
     /// Serve a built-in tool server over stdio (default) or streamable HTTP (--http ADDR).
+    // `--version` here is the server's version in serverInfo (as hosts copy it from
+    // automation-file's command), not maljan's: the flag clap would propagate is turned off.
+    #[command(disable_version_flag = true)]
     Serve(serve::ServeArgs),
     /// Print a built-in server's tool descriptors exactly as tools/list gives them, as JSON.
     Tools(serve::ToolsArgs),

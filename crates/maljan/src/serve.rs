@@ -56,10 +56,12 @@ pub struct ServeArgs {
     /// The name the server gives in initialize's serverInfo.
     #[arg(long)]
     pub name: Option<String>,
-    /// The version the server gives in serverInfo (default: maljan's version).
+    /// The version the server gives in serverInfo (default: maljan's version). Here, as in
+    /// automation-file's own command line, `--version` names the server's version; `maljan
+    /// --version` prints maljan's.
     #[arg(
-        long = "server-version",
-        visible_alias = "version-string",
+        long = "version",
+        visible_aliases = ["server-version", "version-string"],
         value_name = "VERSION"
     )]
     pub server_version: Option<String>,
@@ -162,10 +164,8 @@ fn check_allowed(registry: &Registry, allowed: &[String]) -> anyhow::Result<()> 
             let mut near: Vec<(usize, &str)> = registry
                 .names()
                 .map(|real| {
-                    (
-                        edit_distance(&name.to_lowercase(), &real.to_lowercase()),
-                        real,
-                    )
+                    let distance = strsim::levenshtein(&name.to_lowercase(), &real.to_lowercase());
+                    (distance, real)
                 })
                 .collect();
             near.sort();
@@ -181,21 +181,6 @@ fn check_allowed(registry: &Registry, allowed: &[String]) -> anyhow::Result<()> 
     } else {
         bail!("--allowed-actions: {}", problems.join("; "))
     }
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
-            prev = cur;
-        }
-    }
-    row[b.len()]
 }
 
 fn parse_addr(text: &str) -> anyhow::Result<SocketAddr> {
@@ -286,12 +271,40 @@ pub fn tools(args: ToolsArgs) -> anyhow::Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
-    use super::edit_distance;
+    use super::*;
+
+    fn files(allowed: &[&str]) -> anyhow::Result<Arc<ToolServer>> {
+        let policy = PolicyArgs {
+            roots: vec![std::env::temp_dir()],
+            allowed_actions: allowed.iter().map(|a| a.to_string()).collect(),
+            read_only: false,
+            allow_loopback_downloads: false,
+            rules_dir: None,
+        };
+        build_server(BuiltIn::Files, &policy, None, None, None)
+    }
 
     #[test]
-    fn edit_distance_counts_edits() {
-        assert_eq!(edit_distance("fa_copy_fil", "fa_copy_file"), 1);
-        assert_eq!(edit_distance("abc", "abc"), 0);
-        assert_eq!(edit_distance("", "ab"), 2);
+    fn an_unknown_action_names_the_nearest_real_ones_first() {
+        let error = files(&["fa_copy_fil"]).err().expect("refused").to_string();
+        let nearest = error
+            .split("(nearest: ")
+            .nth(1)
+            .and_then(|rest| rest.split(", ").next())
+            .unwrap_or_default();
+        assert_eq!(nearest, "FA_copy_file", "{error}");
+        let error = files(&["FA_list_dir", "FA_line_cuont"])
+            .err()
+            .expect("refused");
+        let error = error.to_string();
+        assert!(
+            error.contains("unknown action 'FA_line_cuont' (nearest: FA_line_count"),
+            "{error}"
+        );
+        assert!(
+            !error.contains("'FA_list_dir'"),
+            "a real name is not refused: {error}"
+        );
+        assert!(files(&["FA_list_dir"]).is_ok());
     }
 }
