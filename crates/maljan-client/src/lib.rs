@@ -39,7 +39,7 @@ pub mod transport;
 pub use breaker::{Breaker, RestEvent};
 pub use config::{BreakerConfig, Config, ConfigError, ServerConfig, TransportKind};
 pub use job::{CallRecord, Job, JobSpec, JobStatus, ProgressFn, Sample, ServerHandle};
-pub use ledger::{Durability, JobRow, Ledger, LedgerEntry};
+pub use ledger::{JobRow, Ledger, LedgerEntry};
 pub use maljan_server::{ErrorCode, Manifest, ManifestTool};
 pub use manifest::{ServerView, ToolInfo};
 pub use outcome::CallError;
