@@ -41,10 +41,7 @@ fn total(output: &str) -> Option<(u64, u64)> {
     output.lines().rev().find_map(|line| {
         let line = strip_ansi(line);
         let line = line.trim();
-        let words: Vec<&str> = line
-            .split([' ', ','])
-            .filter(|w| !w.is_empty())
-            .collect();
+        let words: Vec<&str> = line.split([' ', ',']).filter(|w| !w.is_empty()).collect();
         let before = |word: &str| -> Option<u64> {
             let at = words.iter().position(|w| *w == word)?;
             words.get(at.checked_sub(1)?)?.parse().ok()

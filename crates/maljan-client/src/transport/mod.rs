@@ -96,8 +96,9 @@ pub struct ListedTool {
     pub destructive: Option<bool>,
 }
 
-impl From<rmcp::model::Tool> for ListedTool {
-    fn from(t: rmcp::model::Tool) -> Self {
+impl ListedTool {
+    /// A plain function, not a `From` impl: that would put rmcp's type in the public API.
+    fn from_rmcp(t: rmcp::model::Tool) -> Self {
         let annotations = t.annotations.as_ref();
         Self {
             read_only: annotations.and_then(|a| a.read_only_hint),
@@ -383,7 +384,7 @@ impl Connection {
     pub async fn list_tools(&self, timeout: Duration) -> Result<Vec<ListedTool>, Unanswered> {
         match tokio::time::timeout(timeout, self.peer.list_all_tools()).await {
             Err(_) => Err(Unanswered::Timeout(timeout)),
-            Ok(Ok(tools)) => Ok(tools.into_iter().map(ListedTool::from).collect()),
+            Ok(Ok(tools)) => Ok(tools.into_iter().map(ListedTool::from_rmcp).collect()),
             Ok(Err(e)) => Err(match self.classify(e) {
                 Classified::Unanswered(u) => u,
                 Classified::Answer(Reply::RpcError { code, message }) => Unanswered::Unreachable(
