@@ -1,12 +1,11 @@
 //! Issue 4 item 9, one run side by side:
 //! 1. the runtime's own cost per call (breaker, cap, manifest lookup, ledger) over the bare
 //!    transport: the same stdio fixture called through `Connection::call_tool` (bare) and through
-//!    `ServerHandle::call` (runtime), interleaved so machine load hits all alike (target ≤ 15 µs).
-//!    Twice: with the record journaled before the call returns (the default) and with the call
-//!    awaiting its SQLite commit; both keep "returned means ledgered, even if killed right after";
+//!    `ServerHandle::call` (runtime, which returns once the call's row is committed: "returned
+//!    means ledgered, even if killed right after"), interleaved so machine load hits both alike
+//!    (issue 17: no more than 2x what it was before the journal went);
 //! 2. 1000 concurrent calls across 4 servers: none lost, every one ledgered;
-//! 3. ledger writes per second: commit mode with one sequential writer, 64 concurrent writers and
-//!    eight threads; journal mode with 64 writers, timed until every row is committed
+//! 3. ledger writes per second: one sequential writer, 64 concurrent writers and eight threads
 //!    (target ≥ 20k/s).
 //!
 //! `cargo bench -p maljan-client --bench runtime_overhead` (MALJAN_BENCH_CALLS to change N).
@@ -17,8 +16,7 @@ use std::{
 };
 
 use maljan_client::{
-    BreakerConfig, Config, Durability, JobSpec, Ledger, LedgerEntry, Runtime, ServerConfig,
-    TransportKind,
+    BreakerConfig, Config, JobSpec, Ledger, LedgerEntry, Runtime, ServerConfig, TransportKind,
     transport::{self, ConnectOptions},
 };
 use serde_json::json;
@@ -43,7 +41,7 @@ fn fixture() -> ServerConfig {
     }
 }
 
-fn runtime(dir: &std::path::Path, servers: usize, durability: Durability) -> Arc<Runtime> {
+fn runtime(dir: &std::path::Path, servers: usize) -> Arc<Runtime> {
     let mut c = Config::default();
     c.core.mcp.breaker = BreakerConfig {
         call_timeout_seconds: 30.0,
@@ -54,7 +52,7 @@ fn runtime(dir: &std::path::Path, servers: usize, durability: Durability) -> Arc
     for i in 0..servers {
         c.servers.insert(format!("s{i}"), fixture());
     }
-    let ledger = Ledger::open_with(&dir.join("ledger.sqlite3"), 256 * 1024, durability).unwrap();
+    let ledger = Ledger::open(&dir.join("ledger.sqlite3"), 256 * 1024).unwrap();
     Runtime::new(c, ledger)
 }
 
@@ -88,13 +86,8 @@ async fn main() {
     let dir = tempfile::tempdir().unwrap();
     let load_before = load();
 
-    // 1. Per-call overhead, for both ways a call's record is made durable before it returns.
-    let dir_j = tempfile::tempdir().unwrap();
-    let rt_j = runtime(dir_j.path(), 1, Durability::Journal);
-    let job_j = rt_j.new_job(JobSpec::labelled("bench")).unwrap();
-    let hj = job_j.server("s0").unwrap();
-    hj.view().await.unwrap();
-    let rt_c = runtime(dir.path(), 1, Durability::Commit);
+    // 1. Per-call overhead.
+    let rt_c = runtime(dir.path(), 1);
     let job_c = rt_c.new_job(JobSpec::labelled("bench")).unwrap();
     let hc = job_c.server("s0").unwrap();
     hc.view().await.unwrap();
@@ -112,14 +105,12 @@ async fn main() {
         bare.call_tool("work", bare_args.clone(), Duration::from_secs(30))
             .await
             .unwrap();
-        hj.call("work", args.clone()).await;
         hc.call("work", args.clone()).await;
     }
     let mut bare_us = Vec::with_capacity(n);
-    let mut j_us = Vec::with_capacity(n);
     let mut c_us = Vec::with_capacity(n);
     for _ in 0..n {
-        // Interleaved, so machine load hits all three alike. The bare call gets its arguments
+        // Interleaved, so machine load hits both alike. The bare call gets its arguments
         // already as a map (the runtime's conversion is part of its cost).
         let t = Instant::now();
         bare.call_tool("work", bare_args.clone(), Duration::from_secs(30))
@@ -127,15 +118,11 @@ async fn main() {
             .unwrap();
         bare_us.push(t.elapsed().as_secs_f64() * 1e6);
         let t = Instant::now();
-        let rec = hj.call("work", args.clone()).await;
-        j_us.push(t.elapsed().as_secs_f64() * 1e6);
-        assert!(rec.ok && rec.ledger_error.is_none());
-        let t = Instant::now();
         let rec = hc.call("work", args.clone()).await;
         c_us.push(t.elapsed().as_secs_f64() * 1e6);
         assert!(rec.ok && rec.ledger_error.is_none());
     }
-    let (mb, mj, mc) = (median(&mut bare_us), median(&mut j_us), median(&mut c_us));
+    let (mb, mc) = (median(&mut bare_us), median(&mut c_us));
     println!("load before: {load_before}");
     println!("per-call, {n} sequential calls to a stdio fixture (interleaved):");
     println!(
@@ -143,28 +130,21 @@ async fn main() {
         pct(&bare_us, 0.9)
     );
     println!(
-        "  runtime, record journaled (default)  median {mj:8.1} µs   p90 {:8.1} µs",
-        pct(&j_us, 0.9)
-    );
-    println!(
         "  runtime, awaiting the SQLite commit  median {mc:8.1} µs   p90 {:8.1} µs",
         pct(&c_us, 0.9)
     );
-    println!(
-        "  runtime cost (difference of medians): journaled {:6.1} µs, awaiting commit {:6.1} µs (target <= 15)",
-        mj - mb,
-        mc - mb
-    );
+    println!("  runtime cost (difference of medians): {:6.1} µs", mc - mb);
     bare.close().await;
-    for (job, rt) in [(job_j, &rt_j), (job_c, &rt_c)] {
-        assert_eq!(rt.ledger().count(Some(job.id())).unwrap() as usize, n + 200);
-        job.finish();
-        rt.shutdown().await;
-    }
+    assert_eq!(
+        rt_c.ledger().count(Some(job_c.id())).unwrap() as usize,
+        n + 200
+    );
+    job_c.finish();
+    rt_c.shutdown().await;
 
     // 2. 1000 concurrent calls across 4 servers.
     let dir2 = tempfile::tempdir().unwrap();
-    let rt = runtime(dir2.path(), 4, Durability::Journal);
+    let rt = runtime(dir2.path(), 4);
     let job = rt.new_job(JobSpec::labelled("bench-concurrent")).unwrap();
     let handles: Vec<_> = (0..4)
         .map(|i| job.server(&format!("s{i}")).unwrap())
@@ -198,14 +178,9 @@ async fn main() {
     job.finish();
     rt.shutdown().await;
 
-    // 3. Ledger writes per second. Commit mode: every write acknowledged only after its commit.
+    // 3. Ledger writes per second, every write acknowledged only after its commit.
     let dir3 = tempfile::tempdir().unwrap();
-    let ledger = Ledger::open_with(
-        &dir3.path().join("l.sqlite3"),
-        256 * 1024,
-        Durability::Commit,
-    )
-    .unwrap();
+    let ledger = Ledger::open(&dir3.path().join("l.sqlite3"), 256 * 1024).unwrap();
     let writes = 20_000;
     // One writer, each append awaited before the next: a commit per row, nothing to share.
     let t = Instant::now();
@@ -214,7 +189,7 @@ async fn main() {
     }
     let one = writes as f64 / t.elapsed().as_secs_f64();
     // Many concurrent writers (tasks, as calls are): they share commits.
-    let (many, commits) = concurrent(&ledger, 1_000_000, false).await;
+    let (many, commits) = concurrent(&ledger, 1_000_000).await;
     // Eight OS threads through the blocking `record`.
     let t = Instant::now();
     std::thread::scope(|s| {
@@ -232,30 +207,21 @@ async fn main() {
         ledger.count(Some("bench")).unwrap() as usize,
         2 * writes + MANY_WRITES / WRITERS * WRITERS
     );
-    // Journal mode (the default): appends return after the journal write; the figure counts
-    // until the last row is committed in SQLite.
-    let dir4 = tempfile::tempdir().unwrap();
-    let journaled = Ledger::open(&dir4.path().join("l.sqlite3"), 256 * 1024).unwrap();
-    let (jmany, _) = concurrent(&journaled, 0, true).await;
-    println!("ledger writes (SQLite WAL, synchronous=NORMAL):");
-    println!("  commit mode, one writer, sequential    {one:10.0} writes/s (a commit per row)");
+    println!("ledger writes (SQLite WAL, synchronous=NORMAL, each awaited until committed):");
+    println!("  one writer, sequential         {one:10.0} writes/s (a commit per row)");
     println!(
-        "  commit mode, {WRITERS} concurrent writers     {many:10.0} writes/s ({:.0} rows per commit; target >= 20000)",
+        "  {WRITERS} concurrent writers           {many:10.0} writes/s ({:.0} rows per commit; target >= 20000)",
         MANY_WRITES as f64 / commits as f64
     );
-    println!("  commit mode, 8 threads, blocking record {threads:9.0} writes/s");
-    println!(
-        "  journal mode, {WRITERS} concurrent writers    {jmany:10.0} writes/s (journaled, timed until all are committed)"
-    );
+    println!("  8 threads, blocking record     {threads:10.0} writes/s");
     println!("load after: {}", load());
 }
 
 const WRITERS: usize = 64;
 const MANY_WRITES: usize = 100_000;
 
-/// MANY_WRITES appends from WRITERS tasks; writes/s and the commits they took. With `flush`, the
-/// clock stops only once every row is committed (a read runs after everything queued before it).
-async fn concurrent(ledger: &Ledger, base: usize, flush: bool) -> (f64, u64) {
+/// MANY_WRITES appends from WRITERS tasks; writes/s and the commits they took.
+async fn concurrent(ledger: &Ledger, base: usize) -> (f64, u64) {
     let commits = ledger.commits();
     let t = Instant::now();
     let mut tasks = Vec::new();
@@ -269,12 +235,6 @@ async fn concurrent(ledger: &Ledger, base: usize, flush: bool) -> (f64, u64) {
     }
     for task in tasks {
         task.await.unwrap();
-    }
-    if flush {
-        assert_eq!(
-            ledger.count(Some("bench")).unwrap() as usize,
-            MANY_WRITES / WRITERS * WRITERS
-        );
     }
     let rate = (MANY_WRITES / WRITERS * WRITERS) as f64 / t.elapsed().as_secs_f64();
     (rate, ledger.commits() - commits)

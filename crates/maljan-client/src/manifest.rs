@@ -5,25 +5,15 @@
 
 use std::time::Duration;
 
-use maljan_server::{Manifest, ManifestTool};
+pub use maljan_protocol::{CAPABILITIES_TOOL, STAGING_TOOLS, is_staging_tool};
+use maljan_protocol::{Manifest, ManifestTool};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::config::BreakerConfig;
-
-/// The manifest tool's name.
-pub const CAPABILITIES_TOOL: &str = "capabilities";
-/// Tools the runtime uses to hand a sample over; hidden from tool lists.
-pub const STAGING_TOOLS: &[&str] = &[
-    "put_sample",
-    "put_sample_begin",
-    "put_sample_chunk",
-    "put_sample_finish",
-];
-
-pub fn is_staging_tool(name: &str) -> bool {
-    STAGING_TOOLS.contains(&name)
-}
+use crate::{
+    config::BreakerConfig,
+    transport::{ListedTool, PeerInfo},
+};
 
 /// One tool as the runtime presents it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -115,9 +105,9 @@ pub fn parse_manifest(result: &Value) -> Result<Manifest, String> {
 /// Builds the view from tools/list and the manifest (if any).
 pub fn build_view(
     server: &str,
-    info: &crate::transport::PeerInfo,
+    info: &PeerInfo,
     via: &str,
-    tools: &[rmcp::model::Tool],
+    tools: &[ListedTool],
     manifest: Result<Manifest, Option<String>>,
     allowed: Option<&[String]>,
 ) -> ServerView {
@@ -131,7 +121,7 @@ pub fn build_view(
                     .iter()
                     .filter(|t| !is_staging_tool(&t.name))
                     .map(|t| ManifestTool {
-                        name: t.name.to_string(),
+                        name: t.name.clone(),
                         optional_dependency: None,
                         available: true,
                         reason: None,
@@ -147,7 +137,7 @@ pub fn build_view(
     let mut shown = Vec::new();
     let mut staging = Vec::new();
     for t in tools {
-        let name = t.name.to_string();
+        let name = t.name.clone();
         if is_staging_tool(&name) {
             staging.push(name);
             continue;
@@ -158,17 +148,16 @@ pub fn build_view(
             continue;
         }
         let m = manifest.tool(&name);
-        let ann = t.annotations.as_ref();
         shown.push(ToolInfo {
-            description: t.description.as_ref().map(|d| d.to_string()),
-            input_schema: Value::Object((*t.input_schema).clone()),
+            description: t.description.clone(),
+            input_schema: Value::Object(t.input_schema.clone()),
             available: m.map(|m| m.available).unwrap_or(true),
             reason: m.and_then(|m| m.reason.clone()),
             remediation: m.and_then(|m| m.remediation.clone()),
             without: m.and_then(|m| m.without.clone()),
             timeout_s: m.and_then(|m| m.timeout_s),
-            read_only: ann.and_then(|a| a.read_only_hint),
-            destructive: ann.and_then(|a| a.destructive_hint),
+            read_only: t.read_only,
+            destructive: t.destructive,
             name,
         });
     }

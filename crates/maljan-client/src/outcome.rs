@@ -6,58 +6,65 @@
 //! `tool_failed` with their message. A result without `isError` is a success unless it carries the
 //! full maljan error shape (an object with a string `code`), which is read as the error it is.
 //! Unknown codes are kept as written and get the `tool_failed` remedy.
+//!
+//! A call's outcome as its caller and the ledger see it is a [`CallRecord`].
 
-use maljan_server::ErrorCode;
+use maljan_protocol::ErrorCode;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// A failed call, as the ledger and the caller see it.
+/// A failed call, as the ledger and the caller see it: the wire convention's error type, the one
+/// a maljan server returns, read back from its JSON as it was written
+/// ([`ToolError::from_json`](maljan_protocol::ToolError::from_json)).
+pub use maljan_protocol::ToolError as CallError;
+
+/// One call as its caller sees it (and as the ledger holds it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CallError {
-    pub code: ErrorCode,
-    pub message: String,
-    pub remediation: String,
+pub struct CallRecord {
+    pub ev_id: String,
+    pub job_id: String,
+    pub server: String,
+    pub tool: String,
+    /// The arguments as the caller wrote them (before any sample-path rewriting).
+    pub args: Value,
+    pub ok: bool,
+    /// The `CallToolResult` as the server sent it (also for a tool's own error).
+    pub result: Option<Value>,
+    pub error: Option<CallError>,
+    pub started_at: String,
+    pub wait_ms: f64,
+    pub duration_ms: f64,
+    pub trial: bool,
+    /// Set when the ledger could not record the call (the call itself still happened).
+    pub ledger_error: Option<String>,
 }
 
-impl CallError {
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        let remediation = code.default_remediation().to_string();
-        Self {
-            code,
-            message: message.into(),
-            remediation,
+impl CallRecord {
+    /// The result's text content, joined.
+    pub fn text(&self) -> String {
+        self.result
+            .as_ref()
+            .and_then(|r| r.get("content"))
+            .and_then(Value::as_array)
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|c| c.get("text").and_then(Value::as_str))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default()
+    }
+
+    /// `structuredContent`, else the text parsed as JSON.
+    pub fn json(&self) -> Option<Value> {
+        let r = self.result.as_ref()?;
+        if let Some(s) = r.get("structuredContent") {
+            return Some(s.clone());
         }
-    }
-
-    pub fn with_remediation(mut self, r: impl Into<String>) -> Self {
-        let r = r.into();
-        if !r.trim().is_empty() {
-            self.remediation = r;
-        }
-        self
-    }
-
-    /// `"<message>; <remediation>"`, the one-line form.
-    pub fn sentence(&self) -> String {
-        format!("{}; {}", self.message, self.remediation)
-    }
-
-    /// The maljan error JSON for `tool`.
-    pub fn to_json(&self, tool: &str) -> Value {
-        serde_json::json!({
-            "error": {"code": self.code.as_str(), "message": self.message, "remediation": self.remediation},
-            "tool": tool,
-        })
+        serde_json::from_str(&self.text()).ok()
     }
 }
-
-impl std::fmt::Display for CallError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.code.as_str(), self.sentence())
-    }
-}
-
-impl std::error::Error for CallError {}
 
 /// Reads a `CallToolResult` (as JSON) into success or a [`CallError`].
 pub fn read_result(result: &Value) -> Result<(), CallError> {
@@ -84,7 +91,7 @@ pub fn read_result(result: &Value) -> Result<(), CallError> {
         .filter_map(|t| serde_json::from_str::<Value>(t.trim()).ok())
         .collect();
     for candidate in structured.into_iter().chain(parsed_texts.iter()) {
-        if let Some(e) = maljan_shape(candidate) {
+        if let Some(e) = CallError::from_json(candidate) {
             return Err(e);
         }
     }
@@ -103,21 +110,6 @@ pub fn read_result(result: &Value) -> Result<(), CallError> {
         text
     };
     Err(CallError::new(ErrorCode::ToolFailed, message))
-}
-
-fn maljan_shape(v: &Value) -> Option<CallError> {
-    let err = v.get("error")?.as_object()?;
-    let code = err.get("code")?.as_str()?;
-    let message = err
-        .get("message")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    let e = CallError::new(ErrorCode::parse(code), message);
-    Some(match err.get("remediation").and_then(Value::as_str) {
-        Some(r) => e.with_remediation(r),
-        None => e,
-    })
 }
 
 fn loose_shape(v: &Value) -> Option<CallError> {
@@ -164,6 +156,22 @@ mod tests {
         let e = read_result(&r).unwrap_err();
         assert_eq!(e.code.as_str(), "quota");
         assert_eq!(e.remediation, ErrorCode::ToolFailed.default_remediation());
+    }
+
+    /// A maljan server sends a tool's error as the text of an isError result (its JSON, the
+    /// protocol crate's shape); the client reads back the same error, remedy and all.
+    #[test]
+    fn an_error_as_a_maljan_server_writes_it_reads_back_the_same() {
+        let written = CallError::path_outside_roots("/etc is outside the roots")
+            .with_remediation("use a path under /srv");
+        let result = json!({
+            "content": [{"type": "text", "text": written.to_json("FA_list_dir").to_string()}],
+            "isError": true,
+        });
+        assert_eq!(read_result(&result), Err(written));
+        let default_remedy = CallError::new(ErrorCode::Other("quota".into()), "over quota");
+        let result = text(&default_remedy.to_json("t").to_string(), true);
+        assert_eq!(read_result(&result), Err(default_remedy));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The [`Runtime`] a long-running process holds (no global state): the configuration, the ledger,
 //! and one [`ServerSlot`] per configured server — its lazily made connection, its breaker and its
-//! concurrency cap, shared by every job.
+//! concurrency cap, shared by every job. Jobs are above it: a job holds the runtime, and the
+//! runtime never names a job (`Runtime::new_job` is defined beside `Job`).
 
 use std::{
     collections::BTreeMap,
@@ -8,7 +9,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use maljan_server::ErrorCode;
+use maljan_protocol::ErrorCode;
 use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::Semaphore;
@@ -16,7 +17,6 @@ use tokio::sync::Semaphore;
 use crate::{
     breaker::{Breaker, Ticket, Verdict},
     config::{Config, ServerConfig},
-    job::{Job, JobSpec},
     ledger::Ledger,
     manifest::{self, ServerView},
     outcome::CallError,
@@ -109,11 +109,6 @@ impl Runtime {
 
     pub fn slot(&self, name: &str) -> Option<&Arc<ServerSlot>> {
         self.slots.get(name)
-    }
-
-    /// Starts a job: one sample (or none) and the calls made for it.
-    pub fn new_job(self: &Arc<Self>, spec: JobSpec) -> Result<Arc<Job>, RuntimeError> {
-        Job::start(self.clone(), spec)
     }
 
     /// Connects afresh (not through the shared slot), performs the handshake and reads tools and

@@ -1,6 +1,9 @@
 //! The official conformance suite's client scenarios (initialize, tools_call, sse-retry) against
 //! `maljan-conformance-client`, a small client built on this runtime. Needs MALJAN_NODE and
-//! MALJAN_CONFORMANCE (from `scripts/peers.sh`).
+//! MALJAN_CONFORMANCE (from `scripts/peers.sh`). A scenario passes only when the suite exits 0
+//! and its closing count (`Passed: N/T, M failed` for one scenario, `Total: N passed, M failed`
+//! for a suite) has at least one check passed and none failed: a run that checked nothing, or
+//! printed no count, fails.
 
 use std::process::Command;
 
@@ -19,18 +22,76 @@ fn run_scenario(scenario: &str) {
         .expect("run the conformance suite");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    let total = stdout
-        .lines()
-        .chain(stderr.lines())
-        .rev()
-        .find(|l| l.contains("Total:") || l.contains("Passed:"))
-        .unwrap_or("")
-        .to_string();
+    let report = || format!("scenario {scenario}\n--- stdout\n{stdout}\n--- stderr\n{stderr}");
+    let Some((passed, failed)) = total(&format!("{stdout}\n{stderr}")) else {
+        panic!("no closing count (`Total:` or `Passed:`): {}", report());
+    };
     assert!(
-        out.status.success() && (total.contains(" 0 failed") || total.contains(", 0 failed")),
-        "scenario {scenario}: {total}\n--- stdout\n{stdout}\n--- stderr\n{stderr}"
+        out.status.success() && failed == 0 && passed > 0,
+        "{passed} passed, {failed} failed, {}: {}",
+        out.status,
+        report()
     );
-    eprintln!("{scenario}: {total}");
+    eprintln!("{scenario}: {passed} passed, 0 failed");
+}
+
+/// The suite's closing count, colour codes aside: `Total: N passed, M failed` after a suite, or
+/// `Passed: N/T, M failed, W warnings` after one scenario. Gives (N, M).
+fn total(output: &str) -> Option<(u64, u64)> {
+    output.lines().rev().find_map(|line| {
+        let line = strip_ansi(line);
+        let line = line.trim();
+        let words: Vec<&str> = line.split([' ', ',']).filter(|w| !w.is_empty()).collect();
+        let before = |word: &str| -> Option<u64> {
+            let at = words.iter().position(|w| *w == word)?;
+            words.get(at.checked_sub(1)?)?.parse().ok()
+        };
+        let failed = before("failed")?;
+        if line.starts_with("Total:") {
+            Some((before("passed")?, failed))
+        } else {
+            let (passed, _of) = line.strip_prefix("Passed:")?.trim().split_once('/')?;
+            Some((passed.parse().ok()?, failed))
+        }
+    })
+}
+
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ parameters… final byte in @..~
+            if chars.next() == Some('[') {
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[test]
+fn the_closing_count_is_read_and_nothing_else_counts() {
+    assert_eq!(total("x\nTotal: 3 passed, 0 failed\n"), Some((3, 0)));
+    assert_eq!(
+        total("\u{1b}[1mTotal:\u{1b}[0m \u{1b}[32m2 passed\u{1b}[0m, 1 failed"),
+        Some((2, 1))
+    );
+    assert_eq!(
+        total("Test Results:\nPassed: 1/1, 0 failed, 0 warnings\n\nOVERALL: PASSED"),
+        Some((1, 0))
+    );
+    assert_eq!(total("Passed: 0/0, 0 failed, 0 warnings"), Some((0, 0)));
+    assert_eq!(total("Total: 0 passed, 0 failed"), Some((0, 0)));
+    assert_eq!(total("OVERALL: PASSED"), None);
+    assert_eq!(total("Passed: 3"), None);
+    assert_eq!(total(""), None);
 }
 
 #[test]

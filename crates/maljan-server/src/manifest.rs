@@ -1,11 +1,11 @@
 //! The capability manifest (DESIGN.md): what the server can do on this host, computed once at
 //! start-up by probing — a binary on PATH, an environment variable, a readable directory — never
-//! asserted.
+//! asserted. The manifest's JSON shape is the wire convention's, shared with the client runtime
+//! (`maljan-protocol`); the probes are the server's own.
 
 use std::{path::PathBuf, sync::Arc};
 
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+pub use maljan_protocol::{Manifest, ManifestTool};
 
 /// What a probe found missing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,38 +84,4 @@ pub fn find_on_path(name: &str) -> Option<PathBuf> {
                 .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
                 .unwrap_or(false)
         })
-}
-
-/// The manifest's JSON shape, shared by servers (which write it) and the client (which reads it).
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
-pub struct Manifest {
-    pub server: String,
-    pub version: String,
-    pub tools: Vec<ManifestTool>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema, PartialEq)]
-pub struct ManifestTool {
-    pub name: String,
-    /// The optional dependency this tool needs, if any.
-    #[serde(default)]
-    pub optional_dependency: Option<String>,
-    pub available: bool,
-    /// Why the tool is unavailable (null when available).
-    #[serde(default)]
-    pub reason: Option<String>,
-    /// The tool's real timeout in seconds; null means the platform default.
-    #[serde(default)]
-    pub timeout_s: Option<f64>,
-    #[serde(default)]
-    pub remediation: Option<String>,
-    /// What the tool still answers without its dependency.
-    #[serde(default)]
-    pub without: Option<String>,
-}
-
-impl Manifest {
-    pub fn tool(&self, name: &str) -> Option<&ManifestTool> {
-        self.tools.iter().find(|t| t.name == name)
-    }
 }

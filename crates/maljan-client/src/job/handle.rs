@@ -2,21 +2,22 @@
 //! recorded in the ledger.
 
 use std::{
+    path::PathBuf,
     sync::Arc,
     time::{Duration, SystemTime},
 };
 
-use maljan_server::ErrorCode;
+use maljan_protocol::ErrorCode;
 use serde_json::Value;
 
 use super::{CallRecord, Job};
 use crate::{
+    config::ServerConfig,
     ledger::LedgerEntry,
     manifest::ServerView,
     outcome::CallError,
     runtime::{ServerSlot, read_reply, read_view},
-    staging::{self, Handover},
-    transport::attach::Base64,
+    staging::{self, Handover, StagingTarget, UploadCache, UploadProgress},
 };
 
 /// result, error, wait for a slot, duration, trial.
@@ -115,27 +116,6 @@ impl ServerHandle {
         let started = SystemTime::now();
         let outcome = self.call_inner(tool, &args).await;
         self.record(ev_id, started, tool, args, outcome).await
-    }
-
-    /// A staging call (put_sample and friends): sent as given, with the sample's base64 as the
-    /// `attachment` argument when it carries some (held beside the message where the transport
-    /// can), under the breaker and the cap, recorded with `summary` in place of the arguments
-    /// (the ledger never holds the content).
-    pub(crate) async fn call_staging(
-        &self,
-        tool: &str,
-        arguments: serde_json::Map<String, Value>,
-        attachment: Option<(&'static str, Base64)>,
-        summary: Value,
-    ) -> CallRecord {
-        let ev_id = self.job.next_ev_id();
-        let started = SystemTime::now();
-        let timeout = match self.view().await {
-            Ok(v) => v.timeout_for(tool, &self.slot.breaker_cfg),
-            Err(_) => self.slot.breaker_cfg.call_timeout(),
-        };
-        let outcome = self.send(tool, Some(arguments), attachment, timeout).await;
-        self.record(ev_id, started, tool, summary, outcome).await
     }
 
     async fn record(
@@ -257,31 +237,20 @@ impl ServerHandle {
             Some(h) => staging::rewrite_arguments(arguments, self.job.sample.as_ref(), &h),
             None => arguments,
         };
-        self.send(tool, arguments, None, timeout).await
+        self.send(tool, arguments, timeout).await
     }
 
-    /// One tools/call under the breaker and the cap, with `attachment` (a large base64
-    /// argument, see [`crate::transport::attach`]) added to the arguments when there is one.
+    /// One tools/call under the breaker and the cap.
     async fn send(
         &self,
         tool: &str,
         arguments: Option<serde_json::Map<String, Value>>,
-        attachment: Option<(&'static str, Base64)>,
         timeout: Duration,
     ) -> Outcome {
         let tool_owned = tool.to_string();
         let g = self
             .slot
-            .guarded(|conn| async move {
-                match attachment {
-                    Some(attachment) => {
-                        let arguments = arguments.unwrap_or_default();
-                        conn.call_tool_attached(&tool_owned, arguments, attachment, timeout)
-                            .await
-                    }
-                    None => conn.call_tool(&tool_owned, arguments, timeout).await,
-                }
-            })
+            .guarded(|conn| async move { conn.call_tool(&tool_owned, arguments, timeout).await })
             .await;
         if let Some(rest) = &g.rest {
             self.note_rest(rest);
@@ -293,5 +262,66 @@ impl ServerHandle {
             }
             Err(e) => (None, Some(e), g.wait, g.duration, g.trial),
         }
+    }
+}
+
+/// Staging hands the job's sample to this server through these.
+impl StagingTarget for ServerHandle {
+    fn server(&self) -> &str {
+        &self.slot.name
+    }
+
+    fn config(&self) -> &ServerConfig {
+        &self.slot.cfg
+    }
+
+    fn base_dir(&self) -> PathBuf {
+        self.job.runtime.config().base_dir()
+    }
+
+    fn job_id(&self) -> &str {
+        &self.job.id
+    }
+
+    fn uploads(&self) -> &UploadCache {
+        self.job.runtime.uploads()
+    }
+
+    fn call_cap(&self) -> usize {
+        self.slot.breaker_cfg.max_concurrent_calls
+    }
+
+    fn degrade(&self, reason: String) {
+        self.job.degrade(reason);
+    }
+
+    fn keep_mirror(&self, path: PathBuf) {
+        self.job.add_mirror(path);
+    }
+
+    fn report_progress(&self, progress: &UploadProgress) {
+        self.job.report_progress(progress);
+    }
+
+    async fn staging_tools(&self) -> Option<Vec<String>> {
+        self.view().await.ok().map(|v| v.staging_tools.clone())
+    }
+
+    /// Sent as given under the breaker and the cap, with the tool's timeout, recorded with
+    /// `summary` in place of the arguments (the ledger never holds the content).
+    async fn call_staging(
+        &self,
+        tool: &str,
+        arguments: serde_json::Map<String, Value>,
+        summary: Value,
+    ) -> CallRecord {
+        let ev_id = self.job.next_ev_id();
+        let started = SystemTime::now();
+        let timeout = match self.view().await {
+            Ok(v) => v.timeout_for(tool, &self.slot.breaker_cfg),
+            Err(_) => self.slot.breaker_cfg.call_timeout(),
+        };
+        let outcome = self.send(tool, Some(arguments), timeout).await;
+        self.record(ev_id, started, tool, summary, outcome).await
     }
 }

@@ -16,20 +16,19 @@
 
 use std::{
     collections::HashMap,
-    path::{Path, PathBuf},
+    path::PathBuf,
     sync::{
         Arc, Mutex,
         atomic::{AtomicU32, Ordering},
     },
 };
 
-use maljan_server::ErrorCode;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use maljan_protocol::ErrorCode;
 use tokio::sync::OnceCell;
 
 mod handle;
 
+pub use crate::{outcome::CallRecord, sample::Sample};
 pub use handle::ServerHandle;
 
 use crate::{
@@ -38,6 +37,14 @@ use crate::{
     runtime::{Runtime, RuntimeError},
     staging::{self, Handover, UploadProgress},
 };
+
+// The job sits above the runtime: the runtime never names a job, and this is how it starts one.
+impl Runtime {
+    /// Starts a job: one sample (or none) and the calls made for it.
+    pub fn new_job(self: &Arc<Self>, spec: JobSpec) -> Result<Arc<Job>, RuntimeError> {
+        Job::start(self.clone(), spec)
+    }
+}
 
 /// What a job is about.
 #[derive(Debug, Clone, Default)]
@@ -63,94 +70,6 @@ impl JobSpec {
             label: label.into(),
             ..Default::default()
         }
-    }
-}
-
-/// The sample a job is about.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Sample {
-    pub path: PathBuf,
-    pub name: String,
-    pub size: u64,
-    pub sha256: String,
-}
-
-impl Sample {
-    /// Reads size and sha256 of `path`.
-    pub fn read(path: &Path) -> std::io::Result<Self> {
-        use sha2::Digest;
-        use std::io::Read;
-        let path = std::fs::canonicalize(path)?;
-        let mut f = std::fs::File::open(&path)?;
-        let mut h = sha2::Sha256::new();
-        let mut buf = vec![0u8; 1 << 20];
-        let mut size = 0u64;
-        loop {
-            let n = f.read(&mut buf)?;
-            if n == 0 {
-                break;
-            }
-            size += n as u64;
-            h.update(&buf[..n]);
-        }
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        Ok(Self {
-            path,
-            name,
-            size,
-            sha256: hex::encode(h.finalize()),
-        })
-    }
-}
-
-/// One call as its caller sees it (and as the ledger holds it).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CallRecord {
-    pub ev_id: String,
-    pub job_id: String,
-    pub server: String,
-    pub tool: String,
-    /// The arguments as the caller wrote them (before any sample-path rewriting).
-    pub args: Value,
-    pub ok: bool,
-    /// The `CallToolResult` as the server sent it (also for a tool's own error).
-    pub result: Option<Value>,
-    pub error: Option<CallError>,
-    pub started_at: String,
-    pub wait_ms: f64,
-    pub duration_ms: f64,
-    pub trial: bool,
-    /// Set when the ledger could not record the call (the call itself still happened).
-    pub ledger_error: Option<String>,
-}
-
-impl CallRecord {
-    /// The result's text content, joined.
-    pub fn text(&self) -> String {
-        self.result
-            .as_ref()
-            .and_then(|r| r.get("content"))
-            .and_then(Value::as_array)
-            .map(|items| {
-                items
-                    .iter()
-                    .filter_map(|c| c.get("text").and_then(Value::as_str))
-                    .collect::<Vec<_>>()
-                    .join("\n")
-            })
-            .unwrap_or_default()
-    }
-
-    /// `structuredContent`, else the text parsed as JSON.
-    pub fn json(&self) -> Option<Value> {
-        let r = self.result.as_ref()?;
-        if let Some(s) = r.get("structuredContent") {
-            return Some(s.clone());
-        }
-        serde_json::from_str(&self.text()).ok()
     }
 }
 
@@ -310,7 +229,7 @@ impl Job {
 
     /// Ends the job with `status`; mirror copies are removed (also for a failed job).
     pub fn finish_as(&self, status: JobStatus) {
-        staging::cleanup_job(self);
+        staging::remove_mirrors(self.take_mirrors());
         if self.finished.swap(true, Ordering::SeqCst) {
             return;
         }
@@ -382,7 +301,7 @@ impl Drop for Job {
             };
             self.finish_as(status);
         }
-        staging::cleanup_job(self);
+        staging::remove_mirrors(self.take_mirrors());
     }
 }
 

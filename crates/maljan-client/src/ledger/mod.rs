@@ -5,42 +5,25 @@
 //!
 //! Durability: a call that returned to its caller is in the ledger even if the process is killed
 //! right after. [`Ledger::append`] (and its blocking twin [`Ledger::record`]) returns once the
-//! record is safe from a process kill, in one of two ways ([`Durability`]):
-//! - `Journal` (the default for a ledger on disk): the record is appended to this process's
-//!   journal file with one `write(2)` — from then on it is the kernel's, and a kill cannot lose it —
-//!   and committed to SQLite shortly after by the writer thread; a journal left by a killed process
-//!   is replayed into SQLite by the next [`Ledger::open`] (see [`journal`]). A call does not wait
-//!   for a SQLite commit (tens of microseconds, more under load).
-//! - `Commit`: `append` waits until the row's SQLite transaction committed.
-//!
-//! Neither survives an OS crash or power loss for the last few records (WAL with
-//! `synchronous=NORMAL`, no fsync per commit); that is not what the promise is about.
+//! transaction holding the row has committed: with WAL and `synchronous=NORMAL` the commit is in
+//! the WAL file (the OS page cache), which a process kill cannot take back. It does not survive an
+//! OS crash or power loss for the last few records (no fsync per commit); that is not what the
+//! promise is about.
 //!
 //! Throughput: one writer thread owns the connection and commits whatever is queued in one
-//! transaction (group commit); see [`writer`].
+//! transaction (group commit), so concurrent calls share commits; see [`writer`].
 
-mod journal;
 mod read;
 mod writer;
 
 use std::{path::Path, sync::Arc};
 
 use rusqlite::{Connection, OptionalExtension, params};
+use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
-use journal::Journal;
 use read::{read_calls, read_degradations, read_jobs};
 use writer::{Op, Writer};
-
-/// How [`Ledger::append`] makes a record safe from a process kill before it returns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Durability {
-    /// One `write(2)` to this process's journal file; SQLite commits follow in the background.
-    Journal,
-    /// Wait for the SQLite commit of the row.
-    Commit,
-}
-use serde::{Deserialize, Serialize};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
@@ -96,10 +79,7 @@ pub struct JobRow {
 }
 
 struct Inner {
-    // Field order matters: the writer (which commits everything queued and stops) is dropped
-    // before the journal (which removes its file once nothing in it is uncommitted).
     writer: Writer,
-    journal: Option<Arc<Journal>>,
     result_cap: usize,
 }
 
@@ -147,6 +127,8 @@ CREATE TABLE IF NOT EXISTS calls(
 -- One index, and a narrow one: every row written pays for each index. Rows of a job come back in
 -- seq order, which this index gives (SQLite appends the rowid to index keys).
 DROP INDEX IF EXISTS calls_by_job;
+-- Left by the per-process journal an earlier version kept beside the database.
+DROP TABLE IF EXISTS journal_applied;
 CREATE INDEX IF NOT EXISTS calls_job ON calls(job_id);
 CREATE TABLE IF NOT EXISTS degradations(
     id INTEGER PRIMARY KEY,
@@ -167,18 +149,8 @@ CREATE TABLE IF NOT EXISTS rests(
 "#;
 
 impl Ledger {
-    /// Opens (creating, 0o600) the database at `path`, journaled ([`Durability::Journal`]); replays
-    /// the journals of processes that were killed.
+    /// Opens (creating, 0o600) the database at `path`.
     pub fn open(path: &Path, result_cap: usize) -> Result<Self, LedgerError> {
-        Self::open_with(path, result_cap, Durability::Journal)
-    }
-
-    /// [`Self::open`], choosing how appends are made durable.
-    pub fn open_with(
-        path: &Path,
-        result_cap: usize,
-        durability: Durability,
-    ) -> Result<Self, LedgerError> {
         let oe = |err: String| LedgerError::Open {
             path: path.display().to_string(),
             err,
@@ -197,48 +169,22 @@ impl Ledger {
                 .mode(0o600)
                 .open(path);
         }
-        let mut conn = Connection::open(path).map_err(|e| oe(e.to_string()))?;
+        let conn = Connection::open(path).map_err(|e| oe(e.to_string()))?;
         setup(&conn).map_err(|e| oe(e.to_string()))?;
-        let replayed = journal::replay(path, &mut conn).map_err(oe)?;
-        if replayed > 0 {
-            tracing::info!(
-                "ledger: {replayed} calls recorded by a process that was killed were replayed from its journal"
-            );
-        }
-        let journal = match durability {
-            Durability::Commit => None,
-            Durability::Journal => match Journal::create(path) {
-                Ok(j) => Some(Arc::new(j)),
-                Err(e) => {
-                    // Still durable, only slower: every call waits for its commit.
-                    tracing::warn!("ledger: no journal ({e}); calls wait for their commit");
-                    None
-                }
-            },
-        };
-        Self::start(conn, journal, result_cap).map_err(oe)
+        Self::start(conn, result_cap).map_err(oe)
     }
 
     /// A private in-memory ledger (tests, the conformance client).
     pub fn open_in_memory() -> Self {
         let conn = Connection::open_in_memory().expect("sqlite in memory");
         setup(&conn).expect("schema");
-        Self::start(conn, None, 256 * 1024).expect("ledger writer thread")
+        Self::start(conn, 256 * 1024).expect("ledger writer thread")
     }
 
-    fn start(
-        conn: Connection,
-        journal: Option<Arc<Journal>>,
-        result_cap: usize,
-    ) -> Result<Self, String> {
-        let writer = Writer::start(conn, journal.clone())
-            .map_err(|e| format!("ledger writer thread: {e}"))?;
+    fn start(conn: Connection, result_cap: usize) -> Result<Self, String> {
+        let writer = Writer::start(conn).map_err(|e| format!("ledger writer thread: {e}"))?;
         Ok(Self {
-            inner: Arc::new(Inner {
-                writer,
-                journal,
-                result_cap,
-            }),
+            inner: Arc::new(Inner { writer, result_cap }),
         })
     }
 
@@ -256,26 +202,9 @@ impl Ledger {
         cap(text, self.inner.result_cap)
     }
 
-    /// Records one call; resolves once the record is safe from a process kill (journaled, or
-    /// committed: see [`Durability`]). Concurrent callers share commits.
+    /// Records one call; resolves once the transaction holding its row has committed (safe from
+    /// a process kill). Concurrent callers share commits.
     pub async fn append(&self, entry: LedgerEntry) -> Result<(), LedgerError> {
-        if let Some(j) = &self.inner.journal {
-            let mut file = j.lock();
-            match file.append(&entry) {
-                // Queued while the journal is held, so the writer sees sequence numbers in order
-                // (it records the highest one committed; a gap would be skipped on replay).
-                Ok(seq) => {
-                    return match self.inner.writer.send(Op::Journaled(Box::new(entry), seq)) {
-                        true => Ok(()),
-                        false => Err(stopped()),
-                    };
-                }
-                Err(e) => {
-                    drop(file);
-                    tracing::warn!("ledger journal: {e}; this call waits for its commit");
-                }
-            }
-        }
         let (tx, rx) = oneshot::channel();
         if !self.inner.writer.send(Op::Record(Box::new(entry), tx)) {
             return Err(stopped());
@@ -439,8 +368,7 @@ fn setup(conn: &Connection) -> rusqlite::Result<()> {
     // NORMAL: a commit reaches the WAL file (and so survives a process kill) without an fsync per
     // commit; only checkpoints sync.
     conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA temp_store=MEMORY;")?;
-    conn.execute_batch(SCHEMA)?;
-    conn.execute_batch(journal::SCHEMA)
+    conn.execute_batch(SCHEMA)
 }
 
 fn stopped() -> LedgerError {

@@ -10,7 +10,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use crate::job::Sample;
+use crate::sample::Sample;
 
 /// Copies `sample` into `dir` as `maljan-<job>-<server>-<name>` and returns the copy's path.
 /// Blocking: run it off the async threads.

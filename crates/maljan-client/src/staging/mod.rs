@@ -10,6 +10,9 @@
 //! ([`crate::ServerHandle::handover`]), and [`rewrite_arguments`] puts the returned path into
 //! the arguments that name the sample. The ledger keeps the caller's arguments, not the
 //! rewritten ones.
+//!
+//! Staging sits below the job: what it needs from the job's server is the [`StagingTarget`]
+//! trait, which `job::ServerHandle` implements.
 
 mod cache;
 mod mirror;
@@ -18,10 +21,43 @@ mod upload;
 pub use cache::{UPLOAD_TTL, UploadCache};
 pub use upload::{CHUNK_BYTES, CHUNKED_ABOVE};
 
+use std::{future::Future, path::PathBuf};
+
+use maljan_protocol::{PUT_SAMPLE, PUT_SAMPLE_BEGIN, PUT_SAMPLE_CHUNK, PUT_SAMPLE_FINISH};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::job::{Job, Sample, ServerHandle};
+use crate::{config::ServerConfig, outcome::CallRecord, sample::Sample};
+
+/// What staging needs from the server it hands a job's sample to.
+pub(crate) trait StagingTarget: Sync {
+    /// The server's name in the configuration.
+    fn server(&self) -> &str;
+    fn config(&self) -> &ServerConfig;
+    /// Where a relative `mirror_dir` is resolved (the config file's directory).
+    fn base_dir(&self) -> PathBuf;
+    fn job_id(&self) -> &str;
+    /// The runtime's upload cache, shared by all its jobs.
+    fn uploads(&self) -> &UploadCache;
+    /// The most calls the runtime has in flight to this server at once (0: no cap).
+    fn call_cap(&self) -> usize;
+    /// Adds a degradation reason to the job.
+    fn degrade(&self, reason: String);
+    /// Remembers a mirror copy, removed when the job ends.
+    fn keep_mirror(&self, path: PathBuf);
+    fn report_progress(&self, progress: &UploadProgress);
+    /// The put_sample tools the server advertises; None when it could not be reached (already a
+    /// degradation reason of its own).
+    fn staging_tools(&self) -> impl Future<Output = Option<Vec<String>>> + Send;
+    /// One staging call through the runtime's call path (breaker, cap, timeout), recorded in the
+    /// ledger with `summary` in place of the arguments (the ledger never holds the content).
+    fn call_staging(
+        &self,
+        tool: &str,
+        arguments: Map<String, Value>,
+        summary: Value,
+    ) -> impl Future<Output = CallRecord> + Send;
+}
 
 /// How the sample reached a server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,37 +88,32 @@ pub struct UploadProgress {
 
 /// Decides and performs the hand-over for one server. Never fails: a failure is a degradation
 /// reason on the job and the local path.
-pub async fn hand_over(server: &ServerHandle, sample: &Sample) -> Handover {
+pub(crate) async fn hand_over(server: &impl StagingTarget, sample: &Sample) -> Handover {
     let local = Handover::Local {
         path: sample.path.to_string_lossy().into_owned(),
     };
-    let cfg = &server.slot().cfg;
-    let job = server.job();
+    let cfg = server.config();
     let degrade = |why: String| {
-        job.degrade(format!(
+        server.degrade(format!(
             "sample staging failed for '{}': {why}",
-            server.name()
+            server.server()
         ));
     };
     // An operator's mirror_dir is explicit: it wins over an upload, for any transport (a stdio
     // server in a container reads the shared volume too).
     if !cfg.mirror_dir.trim().is_empty() {
         // Relative to the config file's directory, like a stdio server's cwd.
-        let dir = job
-            .runtime()
-            .config()
-            .base_dir()
-            .join(cfg.mirror_dir.trim());
+        let dir = server.base_dir().join(cfg.mirror_dir.trim());
         let (job_id, name, s) = (
-            job.id().to_string(),
-            server.name().to_string(),
+            server.job_id().to_string(),
+            server.server().to_string(),
             sample.clone(),
         );
         let copied =
             tokio::task::spawn_blocking(move || mirror::copy_to(&dir, &job_id, &name, &s)).await;
         match copied {
             Ok(Ok(path)) => {
-                job.add_mirror(path.clone());
+                server.keep_mirror(path.clone());
                 return Handover::Mirrored {
                     path: path.to_string_lossy().into_owned(),
                 };
@@ -94,20 +125,21 @@ pub async fn hand_over(server: &ServerHandle, sample: &Sample) -> Handover {
     if !cfg.transport.is_http() {
         return local;
     }
-    let Ok(view) = server.view().await else {
+    let Some(advertised) = server.staging_tools().await else {
         // Unreachable: already a degradation reason of its own ("mcp server … unavailable").
         return local;
     };
-    if !view.advertises("put_sample") {
+    let advertises = |tool: &str| advertised.iter().any(|t| t == tool);
+    if !advertises(PUT_SAMPLE) {
         return local;
     }
     let chunked = sample.size > CHUNKED_ABOVE
-        && ["put_sample_begin", "put_sample_chunk", "put_sample_finish"]
-            .iter()
-            .all(|t| view.advertises(t));
-    let cache = job.runtime().uploads();
-    let uploaded = cache
-        .get_or_upload(server.name(), &cfg.url, &sample.sha256, || async {
+        && [PUT_SAMPLE_BEGIN, PUT_SAMPLE_CHUNK, PUT_SAMPLE_FINISH]
+            .into_iter()
+            .all(advertises);
+    let uploaded = server
+        .uploads()
+        .get_or_upload(server.server(), &cfg.url, &sample.sha256, || async {
             let path = upload::upload(server, sample, chunked).await?;
             check_returned_path(&path)?;
             Ok::<_, String>(path)
@@ -144,7 +176,7 @@ fn check_returned_path(path: &str) -> Result<(), String> {
 /// characters, never empty), done here too so hostile bytes stay off the wire and out of the
 /// mirror directory.
 pub fn safe_name(name: &str) -> String {
-    maljan_server::staging::sanitize_filename(name)
+    maljan_protocol::sanitize_filename(name)
 }
 
 /// Replaces the sample's local path (or its bare file name) with `handover`'s path in arguments
@@ -178,9 +210,9 @@ pub fn rewrite_arguments(
     Some(args)
 }
 
-/// Removes the job's mirror copies. Called when a job ends (finished, failed or dropped).
-pub fn cleanup_job(job: &Job) {
-    mirror::remove(job.take_mirrors());
+/// Removes a job's mirror copies. Called when a job ends (finished, failed or dropped).
+pub fn remove_mirrors(copies: Vec<PathBuf>) {
+    mirror::remove(copies);
 }
 
 #[cfg(test)]

@@ -1,20 +1,18 @@
 //! Uploading a sample through put_sample (whole, base64) or put_sample_begin / _chunk / _finish
-//! (4 MiB raw per chunk, three in flight). Every call goes through the runtime's call path
-//! (breaker, cap, timeout, ledger), and the ledger gets a summary — never the content. The file
-//! is read one chunk at a time, the next chunk read while the others are on the wire, and each is
-//! encoded piece by piece as it is sent (see [`Base64::of`]), so a 100 MiB sample never sits in
-//! memory whole; its sha256 is the one the job computed at start.
+//! (4 MiB raw per chunk, up to three in flight). Every call goes through the runtime's call path
+//! (breaker, cap, timeout, ledger) and so through rmcp's own client, and the ledger gets a
+//! summary — never the content. The file is read and encoded (SIMD base64) one chunk at a time,
+//! the next chunk while the others are on the wire, so a 100 MiB sample never sits in memory
+//! whole; its sha256 is the one the job computed at start.
 
 use std::io::{Read, Seek};
 
 use futures::{FutureExt, StreamExt};
+use maljan_protocol::{PUT_SAMPLE, PUT_SAMPLE_BEGIN, PUT_SAMPLE_CHUNK, PUT_SAMPLE_FINISH};
 use serde_json::{Map, Value, json};
 
-use super::UploadProgress;
-use crate::{
-    job::{CallRecord, Sample, ServerHandle},
-    transport::attach::Base64,
-};
+use super::{StagingTarget, UploadProgress};
+use crate::{outcome::CallRecord, sample::Sample};
 
 /// Raw bytes per put_sample_chunk.
 pub const CHUNK_BYTES: u64 = 4 * 1024 * 1024;
@@ -26,15 +24,15 @@ const CHUNKS_IN_FLIGHT: usize = 3;
 pub const CHUNKED_ABOVE: u64 = 8 * 1024 * 1024;
 
 /// Uploads `sample` to `server`, returning the path the server gave back.
-pub async fn upload(
-    server: &ServerHandle,
+pub(super) async fn upload(
+    server: &impl StagingTarget,
     sample: &Sample,
     chunked: bool,
 ) -> Result<String, String> {
     let filename = super::safe_name(&sample.name);
     let progress = |sent: u64| {
-        server.job().report_progress(&UploadProgress {
-            server: server.name().to_string(),
+        server.report_progress(&UploadProgress {
+            server: server.server().to_string(),
             sent,
             total: sample.size,
         })
@@ -42,11 +40,10 @@ pub async fn upload(
     progress(0);
     if !chunked {
         let content = encoded_part(sample, 0, sample.size).await?;
-        let args = obj(json!({"filename": filename, "sha256": sample.sha256}));
+        let args =
+            obj(json!({"filename": filename, "content_b64": content, "sha256": sample.sha256}));
         let summary = json!({"filename": filename, "sha256": sample.sha256, "size": sample.size});
-        let rec = server
-            .call_staging("put_sample", args, Some(("content_b64", content)), summary)
-            .await;
+        let rec = server.call_staging(PUT_SAMPLE, args, summary).await;
         let path = returned(&rec, "path")?;
         progress(sample.size);
         return Ok(path);
@@ -54,9 +51,7 @@ pub async fn upload(
 
     let summary = json!({"filename": filename, "sha256": sample.sha256, "size": sample.size});
     let args = obj(json!({"filename": filename, "sha256": sample.sha256, "size": sample.size}));
-    let rec = server
-        .call_staging("put_sample_begin", args, None, summary)
-        .await;
+    let rec = server.call_staging(PUT_SAMPLE_BEGIN, args, summary).await;
     let upload_id = returned(&rec, "upload_id")?;
 
     let parts = sample.size.div_ceil(CHUNK_BYTES);
@@ -66,13 +61,10 @@ pub async fn upload(
         let n = CHUNK_BYTES.min(sample.size - offset);
         async move {
             let content = encoded_part(sample, offset, n).await?;
-            let args = obj(json!({"upload_id": upload_id, "seq": seq}));
+            let args = obj(json!({"upload_id": upload_id, "seq": seq, "content_b64": content}));
             let summary =
                 json!({"upload_id": upload_id, "seq": seq, "size": n, "content": "not recorded"});
-            let attachment = Some(("content_b64", content));
-            let rec = server
-                .call_staging("put_sample_chunk", args, attachment, summary)
-                .await;
+            let rec = server.call_staging(PUT_SAMPLE_CHUNK, args, summary).await;
             let acked = answer(&rec)?.get("seq").and_then(Value::as_u64);
             match acked {
                 Some(a) if a == seq => Ok(n),
@@ -82,11 +74,11 @@ pub async fn upload(
             }
         }
     };
-    let window = chunks_in_flight(server.slot().breaker_cfg.max_concurrent_calls);
+    let window = chunks_in_flight(server.call_cap());
     send_chunks(parts, window, send_chunk, progress).await?;
     let summary = json!({"upload_id": upload_id});
     let rec = server
-        .call_staging("put_sample_finish", obj(summary.clone()), None, summary)
+        .call_staging(PUT_SAMPLE_FINISH, obj(summary.clone()), summary)
         .await;
     returned(&rec, "path")
 }
@@ -150,7 +142,7 @@ where
 }
 
 /// [`read_part`] on the blocking pool, with its error said as the upload says errors.
-async fn encoded_part(sample: &Sample, offset: u64, n: u64) -> Result<Base64, String> {
+async fn encoded_part(sample: &Sample, offset: u64, n: u64) -> Result<String, String> {
     let path = sample.path.clone();
     match tokio::task::spawn_blocking(move || read_part(&path, offset, n)).await {
         Ok(Ok(content)) => Ok(content),
@@ -159,10 +151,11 @@ async fn encoded_part(sample: &Sample, offset: u64, n: u64) -> Result<Base64, St
     }
 }
 
-/// Reads exactly `n` bytes at `offset`, to be encoded as they are sent; a sample that got
-/// shorter since the job hashed it is an error (the server would refuse its digest anyway; this
-/// says why). Each part opens the file afresh, so parts in flight never share a cursor.
-fn read_part(path: &std::path::Path, offset: u64, n: u64) -> std::io::Result<Base64> {
+/// Reads exactly `n` bytes at `offset` and encodes them as base64 (SIMD: on a fast link encoding
+/// is a large share of an upload's CPU); a sample that got shorter since the job hashed it is an
+/// error (the server would refuse its digest anyway; this says why). Each part opens the file
+/// afresh, so parts in flight never share a cursor.
+fn read_part(path: &std::path::Path, offset: u64, n: u64) -> std::io::Result<String> {
     let mut file = std::fs::File::open(path)?;
     file.seek(std::io::SeekFrom::Start(offset))?;
     // Read into spare capacity: zeroing 4 MiB first would cost a pass of its own.
@@ -173,7 +166,7 @@ fn read_part(path: &std::path::Path, offset: u64, n: u64) -> std::io::Result<Bas
             "the sample got shorter since the job started",
         ));
     }
-    Ok(Base64::of(buf))
+    Ok(base64_simd::STANDARD.encode_type::<String>(&buf))
 }
 
 fn obj(v: Value) -> Map<String, Value> {
@@ -218,13 +211,10 @@ mod tests {
     fn parts_are_read_exactly_and_a_short_file_is_named() {
         let tmp = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(tmp.path(), b"hello world").unwrap();
-        let a = read_part(tmp.path(), 0, 5).unwrap();
-        assert_eq!(a.into_string(), "aGVsbG8=");
+        assert_eq!(read_part(tmp.path(), 0, 5).unwrap(), "aGVsbG8=");
         let b = read_part(tmp.path(), 5, 6).unwrap();
         assert_eq!(
-            base64::engine::general_purpose::STANDARD
-                .decode(b.into_string())
-                .unwrap(),
+            base64::engine::general_purpose::STANDARD.decode(b).unwrap(),
             b" world"
         );
         let err = read_part(tmp.path(), 5, 7).unwrap_err();

@@ -1,19 +1,16 @@
 //! How bytes reach a server. This module is the only place the runtime touches rmcp (pinned
 //! exactly; its majors move fast): everything above it sees a [`Connection`] that can list tools
-//! and call one with a deadline.
+//! ([`ListedTool`]) and call one with a deadline ([`Reply`]), and no rmcp type leaves it.
 //!
 //! - `stdio`: a child process (see [`stdio`]).
-//! - `streamable-http`: rmcp's client over reqwest, `Authorization: Bearer` from the token, a new
-//!   session when the server answers 404 for an expired one (rmcp re-initialises transparently);
-//!   a call's large string arguments (a put_sample chunk) go into the body verbatim instead of
-//!   through serde_json's escaping (see `splice`).
-//! - `sse`: the legacy HTTP+SSE transport (see [`sse`]).
+//! - `streamable-http`: rmcp's own client over reqwest (TCP_NODELAY), `Authorization: Bearer`
+//!   from the token, a new session when the server answers 404 for an expired one (rmcp
+//!   re-initialises transparently). Every message, a put_sample chunk too, is rmcp's to send.
+//! - `sse`: the legacy HTTP+SSE transport (see `sse`).
 //! - `http`: streamable HTTP, falling back to legacy SSE on the same URL when the server refuses
 //!   the streamable POST (the spec's backwards-compatibility section).
 
-pub mod attach;
-mod splice;
-pub mod sse;
+mod sse;
 pub mod stdio;
 
 use std::{
@@ -30,7 +27,7 @@ use rmcp::{
     model::{
         CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam,
         ClientCapabilities, ClientConfig, ClientRequest, Implementation, ProtocolVersion,
-        RequestId, ServerResult, Tool,
+        RequestId, ServerResult,
     },
     service::{Peer, PeerRequestOptions, RunningService},
     transport::{
@@ -86,6 +83,33 @@ pub enum Reply {
     RpcError { code: i32, message: String },
 }
 
+/// One tool as the server's tools/list described it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListedTool {
+    pub name: String,
+    pub description: Option<String>,
+    /// The tool's inputSchema (a JSON Schema object).
+    pub input_schema: serde_json::Map<String, Value>,
+    /// The readOnlyHint annotation, where the server gave one.
+    pub read_only: Option<bool>,
+    /// The destructiveHint annotation, where the server gave one.
+    pub destructive: Option<bool>,
+}
+
+impl ListedTool {
+    /// A plain function, not a `From` impl: that would put rmcp's type in the public API.
+    fn from_rmcp(t: rmcp::model::Tool) -> Self {
+        let annotations = t.annotations.as_ref();
+        Self {
+            read_only: annotations.and_then(|a| a.read_only_hint),
+            destructive: annotations.and_then(|a| a.destructive_hint),
+            name: t.name.into_owned(),
+            description: t.description.map(|d| d.into_owned()),
+            input_schema: std::sync::Arc::unwrap_or_clone(t.input_schema),
+        }
+    }
+}
+
 /// How the connection was made (for `servers test` and the ledger).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Via {
@@ -122,8 +146,6 @@ pub struct Connection {
     child: Mutex<Option<stdio::ChildGuard>>,
     stderr: Option<stdio::StderrLog>,
     dead: AtomicBool,
-    /// Where the transport takes large arguments beside the message (streamable HTTP).
-    attachments: Option<attach::Attachments>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -157,6 +179,8 @@ fn client_config() -> ClientConfig {
 }
 
 /// reqwest is built without a default TLS provider; install ring once, before the first client.
+/// TCP_NODELAY: without it a small answer written just after a stream's head waited for the
+/// peer's delayed ACK (40 ms a call).
 pub fn http_client() -> reqwest::Client {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
@@ -164,6 +188,7 @@ pub fn http_client() -> reqwest::Client {
     });
     reqwest::Client::builder()
         .user_agent(concat!("maljan/", env!("CARGO_PKG_VERSION")))
+        .tcp_nodelay(true)
         .build()
         .unwrap_or_else(|_| reqwest::Client::new())
 }
@@ -241,7 +266,6 @@ fn finish(service: RunningService<RoleClient, ClientConfig>, via: Via) -> Connec
         child: Mutex::new(None),
         stderr: None,
         dead: AtomicBool::new(false),
-        attachments: None,
     }
 }
 
@@ -292,16 +316,9 @@ async fn connect_streamable(
     if let Some(token) = opts.auth.as_ref().filter(|t| !t.is_empty()) {
         tc = tc.auth_header(token.expose().to_string());
     }
-    let attachments = attach::Attachments::default();
-    let client = splice::SplicingClient {
-        http: http_client(),
-        attachments: attachments.clone(),
-    };
-    let transport = StreamableHttpClientTransport::with_client(client, tc);
+    let transport = StreamableHttpClientTransport::with_client(http_client(), tc);
     let service = handshake(transport, opts.timeout).await?;
-    let mut connection = finish(service, Via::StreamableHttp);
-    connection.attachments = Some(attachments);
-    Ok(connection)
+    Ok(finish(service, Via::StreamableHttp))
 }
 
 async fn connect_sse(cfg: &ServerConfig, opts: &ConnectOptions) -> Result<Connection, Unanswered> {
@@ -364,10 +381,10 @@ impl Connection {
     }
 
     /// `tools/list`, all pages.
-    pub async fn list_tools(&self, timeout: Duration) -> Result<Vec<Tool>, Unanswered> {
+    pub async fn list_tools(&self, timeout: Duration) -> Result<Vec<ListedTool>, Unanswered> {
         match tokio::time::timeout(timeout, self.peer.list_all_tools()).await {
             Err(_) => Err(Unanswered::Timeout(timeout)),
-            Ok(Ok(tools)) => Ok(tools),
+            Ok(Ok(tools)) => Ok(tools.into_iter().map(ListedTool::from_rmcp).collect()),
             Ok(Err(e)) => Err(match self.classify(e) {
                 Classified::Unanswered(u) => u,
                 Classified::Answer(Reply::RpcError { code, message }) => Unanswered::Unreachable(
@@ -378,26 +395,6 @@ impl Connection {
                 }
             }),
         }
-    }
-
-    /// [`Connection::call_tool`] with one more argument, `field`, whose base64 `content` is held
-    /// beside the message where the transport splices (see [`attach`]), else written into it.
-    pub async fn call_tool_attached(
-        &self,
-        name: &str,
-        mut arguments: serde_json::Map<String, Value>,
-        (field, content): (&str, attach::Base64),
-        timeout: Duration,
-    ) -> Result<Reply, Unanswered> {
-        let mut held = None;
-        let value = match &self.attachments {
-            Some(set) => held.insert(set.hold(content)).token().to_string(),
-            None => content.into_string(),
-        };
-        arguments.insert(field.to_string(), Value::String(value));
-        let reply = self.call_tool(name, Some(arguments), timeout).await;
-        drop(held);
-        reply
     }
 
     /// `tools/call` with a deadline. On timeout the request is cancelled on the server

@@ -1,27 +1,39 @@
-//! The legacy HTTP+SSE client transport (MCP 2024-11-05), written by hand since rmcp dropped it:
-//! GET the event stream, wait for the `endpoint` event, then POST each message to that endpoint
-//! and read every answer from the stream.
+//! The legacy HTTP+SSE client transport (MCP 2024-11-05), which rmcp no longer has: GET the event
+//! stream, wait for the `endpoint` event, then POST each message to that endpoint and read every
+//! answer from the stream. Events are parsed by `sse-stream`, the parser rmcp's own streamable
+//! HTTP client uses.
 //!
 //! Spec notes kept here because they are easy to get wrong:
 //! - The endpoint may be relative; it is resolved against the stream URL and must stay on the
 //!   same origin (scheme, host, port), or the bearer token would be sent to another host.
 //! - Events without an `event:` field are `message` events.
-//! - One event is at most [`MAX_EVENT_BYTES`]; a longer one is dropped, not buffered.
+//! - The stream may hold at most [`MAX_EVENT_BYTES`] between two events; a server that sends more
+//!   without ending an event has its stream closed (as rmcp bounds its own), so a never-ending
+//!   event cannot fill memory.
 
-use std::{borrow::Cow, future::Future, time::Duration};
+use std::{
+    borrow::Cow,
+    future::Future,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
 
-use futures::StreamExt;
+use futures::{Stream, StreamExt, stream::BoxStream};
 use reqwest::{Url, header};
 use rmcp::{
     RoleClient,
     service::{RxJsonRpcMessage, TxJsonRpcMessage},
     transport::Transport,
 };
+use sse_stream::{Sse, SseStream};
 use tokio::sync::mpsc;
 
 use crate::secrets::Secret;
 
-pub const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
+const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SseError {
@@ -41,94 +53,72 @@ pub enum SseError {
     PostStatus(u16),
 }
 
-/// One parsed server-sent event.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct Event {
-    pub event: String,
-    pub data: String,
-    pub id: Option<String>,
+/// The events of one stream, parsed by `sse-stream`, with the bound of [`MAX_EVENT_BYTES`].
+struct Events {
+    parsed: BoxStream<'static, Result<Sse, sse_stream::Error>>,
+    /// Bytes received since the last event came out of the parser.
+    since_event: Arc<AtomicUsize>,
+    /// Set once the stream broke: nothing after a broken stream is read.
+    broken: bool,
 }
 
-/// An incremental SSE parser over byte chunks with a per-event size bound.
-#[derive(Default)]
-pub struct EventParser {
-    line: Vec<u8>,
-    current: Event,
-    size: usize,
-    oversized: bool,
-    last_was_cr: bool,
-}
-
-impl EventParser {
-    /// Feeds bytes; returns the events completed by them.
-    pub fn feed(&mut self, bytes: &[u8]) -> Vec<Event> {
-        let mut out = Vec::new();
-        for &b in bytes {
-            if self.last_was_cr && b == b'\n' {
-                self.last_was_cr = false;
-                continue;
+impl Events {
+    fn new<S, E>(bytes: S) -> Self
+    where
+        S: Stream<Item = Result<bytes::Bytes, E>> + Send + 'static,
+        E: std::fmt::Display,
+    {
+        let since_event = Arc::new(AtomicUsize::new(0));
+        let counter = since_event.clone();
+        let bounded = bytes.map(move |chunk| {
+            let chunk = chunk.map_err(|e| std::io::Error::other(e.to_string()))?;
+            let pending = counter.fetch_add(chunk.len(), Ordering::Relaxed) + chunk.len();
+            if pending > MAX_EVENT_BYTES {
+                return Err(std::io::Error::other(format!(
+                    "the server sent more than {MAX_EVENT_BYTES} bytes without ending an event"
+                )));
             }
-            self.last_was_cr = b == b'\r';
-            if b == b'\n' || b == b'\r' {
-                let line = std::mem::take(&mut self.line);
-                if let Some(ev) = self.line_done(&line) {
-                    out.push(ev);
-                }
-            } else {
-                self.size += 1;
-                if self.size > MAX_EVENT_BYTES {
-                    self.oversized = true;
-                    self.line.clear();
-                } else {
-                    self.line.push(b);
-                }
-            }
+            Ok(chunk)
+        });
+        Self {
+            parsed: SseStream::from_bytes_stream(bounded).boxed(),
+            since_event,
+            broken: false,
         }
-        out
     }
 
-    fn line_done(&mut self, line: &[u8]) -> Option<Event> {
-        if line.is_empty() {
-            let ev = std::mem::take(&mut self.current);
-            let oversized = std::mem::take(&mut self.oversized);
-            self.size = 0;
-            if oversized {
-                tracing::warn!("dropped a server-sent event over {MAX_EVENT_BYTES} bytes");
-                return None;
-            }
-            if ev.data.is_empty() && ev.event.is_empty() {
-                return None;
-            }
-            return Some(ev);
-        }
-        if self.oversized || line[0] == b':' {
+    /// The next event; None when the stream ended, an error when it broke (the stream is over
+    /// then too). A malformed line is skipped, as the spec has a client ignore what it cannot read.
+    async fn next(&mut self) -> Option<Result<Sse, String>> {
+        if self.broken {
             return None;
         }
-        let line = String::from_utf8_lossy(line);
-        let (field, value) = match line.find(':') {
-            Some(i) => (
-                &line[..i],
-                line[i + 1..].strip_prefix(' ').unwrap_or(&line[i + 1..]),
-            ),
-            None => (&line[..], ""),
-        };
-        match field {
-            "event" => self.current.event = value.to_string(),
-            "data" => {
-                if !self.current.data.is_empty() {
-                    self.current.data.push('\n');
+        loop {
+            match self.parsed.next().await? {
+                Ok(event) => {
+                    self.since_event.store(0, Ordering::Relaxed);
+                    return Some(Ok(event));
                 }
-                self.current.data.push_str(value);
+                Err(sse_stream::Error::Body(e)) => {
+                    self.broken = true;
+                    return Some(Err(crate::redact::scrub_urls(&e.to_string())));
+                }
+                Err(e) => tracing::debug!("skipped a malformed server-sent event line: {e}"),
             }
-            "id" => self.current.id = Some(value.to_string()),
-            _ => {}
         }
-        None
+    }
+}
+
+/// A `message` event's data: the events a client acts on (others are named, like `endpoint`).
+fn message_data(event: Sse) -> Option<String> {
+    match event.event.as_deref() {
+        None | Some("message") => event.data,
+        Some(_) => None,
     }
 }
 
 /// The legacy SSE transport, usable wherever rmcp wants a `Transport<RoleClient>`.
-pub struct SseTransport {
+pub(crate) struct SseTransport {
     client: reqwest::Client,
     endpoint: Url,
     auth: Option<Secret>,
@@ -144,7 +134,7 @@ impl Drop for SseTransport {
 
 impl SseTransport {
     /// GETs the stream at `url` and waits (up to `timeout`) for the endpoint event.
-    pub async fn connect(
+    pub(crate) async fn connect(
         client: reqwest::Client,
         url: Url,
         auth: Option<Secret>,
@@ -172,19 +162,12 @@ impl SseTransport {
         if !ctype.starts_with("text/event-stream") {
             return Err(SseError::NotEventStream(ctype));
         }
-        let mut body = resp.bytes_stream();
-        let mut parser = EventParser::default();
-        let mut pending = Vec::new();
+        let mut events = Events::new(resp.bytes_stream());
         let endpoint = tokio::time::timeout(timeout, async {
-            while let Some(chunk) = body.next().await {
-                let chunk =
-                    chunk.map_err(|e| SseError::Http(crate::redact::scrub_urls(&e.to_string())))?;
-                let mut events = parser.feed(&chunk).into_iter();
-                for ev in events.by_ref() {
-                    if ev.event == "endpoint" {
-                        pending.extend(events);
-                        return Ok(ev.data);
-                    }
+            while let Some(event) = events.next().await {
+                let event = event.map_err(SseError::Http)?;
+                if event.event.as_deref() == Some("endpoint") {
+                    return Ok(event.data.unwrap_or_default());
                 }
             }
             Err(SseError::NoEndpoint)
@@ -201,31 +184,24 @@ impl SseTransport {
         }
         let (tx, rx) = mpsc::channel(256);
         let reader = tokio::spawn(async move {
-            let deliver = |ev: Event| {
-                let tx = tx.clone();
-                async move {
-                    if !(ev.event.is_empty() || ev.event == "message") {
-                        return true;
+            while let Some(event) = events.next().await {
+                let event = match event {
+                    Ok(event) => event,
+                    Err(why) => {
+                        tracing::warn!("the legacy SSE stream broke: {why}");
+                        break;
                     }
-                    match serde_json::from_str::<RxJsonRpcMessage<RoleClient>>(&ev.data) {
-                        Ok(msg) => tx.send(msg).await.is_ok(),
-                        Err(e) => {
-                            tracing::debug!("ignored an SSE message that is not JSON-RPC: {e}");
-                            true
+                };
+                let Some(data) = message_data(event) else {
+                    continue;
+                };
+                match serde_json::from_str::<RxJsonRpcMessage<RoleClient>>(&data) {
+                    Ok(msg) => {
+                        if tx.send(msg).await.is_err() {
+                            return;
                         }
                     }
-                }
-            };
-            for ev in pending {
-                if !deliver(ev).await {
-                    return;
-                }
-            }
-            while let Some(Ok(chunk)) = body.next().await {
-                for ev in parser.feed(&chunk) {
-                    if !deliver(ev).await {
-                        return;
-                    }
+                    Err(e) => tracing::debug!("ignored an SSE message that is not JSON-RPC: {e}"),
                 }
             }
             // Stream over: dropping tx ends the service's receive loop (the connection is closed).
@@ -285,24 +261,62 @@ impl Transport<RoleClient> for SseTransport {
 mod tests {
     use super::*;
 
-    #[test]
-    fn parses_events_across_chunks_and_line_endings() {
-        let mut p = EventParser::default();
-        let mut evs = p.feed(
-            b"event: endpoint\r\ndata: /messages/?session_id=1\r\n\r\n: comment\n\ndata: {\"a\"",
-        );
-        evs.extend(p.feed(b":1}\n\n"));
-        assert_eq!(evs.len(), 2);
-        assert_eq!(evs[0].event, "endpoint");
-        assert_eq!(evs[0].data, "/messages/?session_id=1");
-        assert_eq!(evs[1].event, "");
-        assert_eq!(evs[1].data, "{\"a\":1}");
+    fn events(chunks: Vec<Vec<u8>>) -> Events {
+        Events::new(futures::stream::iter(
+            chunks
+                .into_iter()
+                .map(|c| Ok::<_, std::io::Error>(bytes::Bytes::from(c))),
+        ))
     }
 
-    #[test]
-    fn multi_line_data_is_joined() {
-        let mut p = EventParser::default();
-        let evs = p.feed(b"data: a\ndata: b\n\n");
-        assert_eq!(evs[0].data, "a\nb");
+    async fn all(mut events: Events) -> Vec<Result<Sse, String>> {
+        let mut out = Vec::new();
+        while let Some(e) = events.next().await {
+            out.push(e);
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn events_are_read_across_chunks_and_line_endings() {
+        let got = all(events(vec![
+            b"event: endpoint\r\ndata: /messages/?session_id=1\r\n\r\n: comment\n\ndata: {\"a\""
+                .to_vec(),
+            b":1}\n\ndata: a\ndata: b\n\n".to_vec(),
+        ]))
+        .await;
+        let got: Vec<Sse> = got.into_iter().map(Result::unwrap).collect();
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert_eq!(got[0].event.as_deref(), Some("endpoint"));
+        assert_eq!(got[0].data.as_deref(), Some("/messages/?session_id=1"));
+        assert_eq!(message_data(got[0].clone()), None, "a named event");
+        assert_eq!(message_data(got[1].clone()).as_deref(), Some("{\"a\":1}"));
+        assert_eq!(message_data(got[2].clone()).as_deref(), Some("a\nb"));
+    }
+
+    #[tokio::test]
+    async fn a_malformed_line_is_skipped_and_the_stream_goes_on() {
+        let got = all(events(vec![
+            b"no colon here\n\n".to_vec(),
+            b"event: message\ndata: {}\n\n".to_vec(),
+        ]))
+        .await;
+        let data: Vec<_> = got.into_iter().map(|e| message_data(e.unwrap())).collect();
+        assert_eq!(data, [Some("{}".to_string())]);
+    }
+
+    /// A server that never ends its event gets its stream closed once the bound is passed,
+    /// instead of having every byte buffered; events before it still arrive.
+    #[tokio::test]
+    async fn a_stream_without_an_event_end_is_closed_at_the_bound() {
+        let piece = vec![b'x'; 1024 * 1024];
+        let mut chunks = vec![b"data: first\n\ndata: ".to_vec()];
+        chunks.extend(std::iter::repeat_n(piece, 17));
+        chunks.push(b"\n\ndata: never\n\n".to_vec());
+        let got = all(events(chunks)).await;
+        assert_eq!(got.len(), 2, "the first event, then the error");
+        assert_eq!(got[0].as_ref().unwrap().data.as_deref(), Some("first"));
+        let why = got[1].as_ref().unwrap_err();
+        assert!(why.contains("without ending an event"), "{why}");
     }
 }

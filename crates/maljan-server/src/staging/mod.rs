@@ -23,6 +23,8 @@ use std::{
 use sha2::{Digest, Sha256};
 
 use crate::errors::ToolError;
+/// The reduction of a sample's name is the wire convention's: the client applies it too.
+pub use maljan_protocol::sanitize_filename;
 
 mod intake;
 mod leftovers;
@@ -513,29 +515,6 @@ fn normalize_sha256(sha256: &str) -> Result<Option<String>, ToolError> {
         ));
     }
     Ok(Some(s))
-}
-
-/// Reduces a client's filename to a safe base name: no directories, no `..`, no control
-/// characters, nothing hidden, never empty.
-pub fn sanitize_filename(name: &str) -> String {
-    let base = name.rsplit(['/', '\\']).next().unwrap_or_default();
-    let cleaned: String = base
-        .chars()
-        .map(|c| {
-            if c.is_control() || matches!(c, ':' | '*' | '?' | '"' | '<' | '>' | '|') {
-                '_'
-            } else {
-                c
-            }
-        })
-        .collect();
-    let cleaned = cleaned.trim().trim_start_matches('.').to_string();
-    let cleaned: String = cleaned.chars().take(200).collect();
-    if cleaned.is_empty() {
-        "sample".to_string()
-    } else {
-        cleaned
-    }
 }
 
 /// Creates a 0o700 directory, or accepts an existing one only if it is a real directory owned by

@@ -1,0 +1,23 @@
+//! maljan-protocol: the wire conventions maljan's tool servers write and its client runtime reads
+//! (DESIGN.md, "Conventions every maljan tool server keeps").
+//!
+//! It owns the capability manifest ([`Manifest`], [`ManifestTool`]), the error codes
+//! ([`ErrorCode`]) and the remedy each names by default, the tool-error shape
+//! `{"error":{"code","message","remediation"},"tool"}` ([`ToolError`], [`ToolErrorReply`]), the
+//! names of the tools the conventions fix (`capabilities`, put_sample*), and the filename
+//! reduction both sides apply to a sample's name ([`sanitize_filename`]).
+//!
+//! It must not depend on anything but serde and serde_json (schemars only behind the optional
+//! `schemars` feature, for the server's outputSchema): no rmcp, no transport, no runtime, so the
+//! client can share these types without pulling in the server framework.
+
+mod errors;
+mod manifest;
+mod names;
+
+pub use errors::{ErrorCode, ToolError, ToolErrorReply};
+pub use manifest::{Manifest, ManifestTool};
+pub use names::{
+    CAPABILITIES_TOOL, PUT_SAMPLE, PUT_SAMPLE_BEGIN, PUT_SAMPLE_CHUNK, PUT_SAMPLE_FINISH,
+    STAGING_TOOLS, is_staging_tool, sanitize_filename,
+};
