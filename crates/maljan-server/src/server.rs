@@ -16,8 +16,8 @@ use crate::{
     registry::{Registry, ToolMeta},
 };
 
-/// The name of the manifest tool every maljan server answers.
-pub const CAPABILITIES_TOOL: &str = "capabilities";
+/// The name of the manifest tool every maljan server answers (fixed by the shared conventions).
+pub use maljan_protocol::CAPABILITIES_TOOL;
 
 /// The outcome of one call, as the protocol layer will send it.
 #[derive(Debug, Clone)]

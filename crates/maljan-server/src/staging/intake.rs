@@ -26,6 +26,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use http_body_util::BodyExt;
+use maljan_protocol::{PUT_SAMPLE, PUT_SAMPLE_CHUNK};
 use serde::Deserialize;
 
 use super::{
@@ -231,7 +232,7 @@ fn is_staging_call(rest: &[u8], ticket: &str) -> bool {
     let Ok(call) = serde_json::from_slice::<Call>(rest) else {
         return false;
     };
-    let staging = matches!(call.params.name, "put_sample" | "put_sample_chunk");
+    let staging = matches!(call.params.name, PUT_SAMPLE | PUT_SAMPLE_CHUNK);
     call.method == "tools/call" && staging && call.params.arguments.content_b64 == ticket
 }
 

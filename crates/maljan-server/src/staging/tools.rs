@@ -5,6 +5,8 @@ use std::sync::Arc;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use maljan_protocol::{PUT_SAMPLE, PUT_SAMPLE_BEGIN, PUT_SAMPLE_CHUNK, PUT_SAMPLE_FINISH};
+
 use super::StagingStore;
 use crate::{
     context::blocking,
@@ -80,10 +82,7 @@ pub fn register(registry: &mut Registry, store: Arc<StagingStore>) {
     };
     let s = store.clone();
     registry.add(
-        meta(
-            "put_sample",
-            "Receive a whole sample (base64) and stage it.",
-        ),
+        meta(PUT_SAMPLE, "Receive a whole sample (base64) and stage it."),
         move |_ctx, a: PutArgs| {
             let s = s.clone();
             async move {
@@ -96,7 +95,7 @@ pub fn register(registry: &mut Registry, store: Arc<StagingStore>) {
     );
     let s = store.clone();
     registry.add(
-        meta("put_sample_begin", "Start a chunked upload of a sample."),
+        meta(PUT_SAMPLE_BEGIN, "Start a chunked upload of a sample."),
         move |_ctx, a: BeginArgs| {
             let s = s.clone();
             async move {
@@ -108,7 +107,7 @@ pub fn register(registry: &mut Registry, store: Arc<StagingStore>) {
     let s = store.clone();
     registry.add(
         meta(
-            "put_sample_chunk",
+            PUT_SAMPLE_CHUNK,
             "Receive one chunk of an upload, in order from seq 0. A chunk that arrives ahead of \
              its predecessor waits a few seconds for it (so several may be in flight); a gap \
              that stays open is an error.",
@@ -123,7 +122,7 @@ pub fn register(registry: &mut Registry, store: Arc<StagingStore>) {
     );
     let s = store;
     registry.add(
-        meta("put_sample_finish", "Verify and stage a chunked upload."),
+        meta(PUT_SAMPLE_FINISH, "Verify and stage a chunked upload."),
         move |_ctx, a: FinishArgs| {
             let s = s.clone();
             async move {
