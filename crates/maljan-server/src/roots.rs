@@ -322,6 +322,8 @@ mod tests {
                 .unwrap()
                 .ends_with("missing-inside")
         );
-        assert!(roots.resolve("loop-a").is_err());
+        let looped = roots.resolve("loop-a").unwrap_err();
+        assert_eq!(looped.code, ErrorCode::ToolFailed, "{}", looped.message);
+        assert!(looped.message.contains("loop-a"), "{}", looped.message);
     }
 }

@@ -111,7 +111,13 @@ fn chunks_in_order_with_idempotent_repeats_and_gap_errors() {
     s.chunk(&id, 2, B64.encode(parts[2])).unwrap();
     let path = s.finish(&id).unwrap();
     assert_eq!(std::fs::read(path).unwrap(), data);
-    assert!(s.finish(&id).is_err(), "a finished upload is gone");
+    let gone = s.finish(&id).unwrap_err();
+    assert_eq!(
+        gone.code,
+        ErrorCode::BadArgument,
+        "a finished upload is gone: {}",
+        gone.message
+    );
 }
 
 /// Two chunks in flight: the one that overtook its predecessor waits for it, and the file
@@ -142,7 +148,10 @@ fn bounds_size_open_uploads_and_a_wrong_digest() {
         s.begin("a", &sha(b""), 101).unwrap_err().code,
         ErrorCode::BadArgument
     );
-    assert!(s.put("a", B64.encode([0u8; 200]), "").is_err());
+    assert_eq!(
+        s.put("a", B64.encode([0u8; 200]), "").unwrap_err().code,
+        ErrorCode::BadArgument
+    );
     let a = s.begin("a", &sha(b"x"), 1).unwrap();
     let _b = s.begin("b", &sha(b"x"), 1).unwrap();
     assert!(
@@ -162,7 +171,8 @@ fn abandoned_uploads_expire() {
     let id = s.begin("a", &sha(b"x"), 1).unwrap();
     std::thread::sleep(Duration::from_millis(5));
     s.evict_expired();
-    assert!(s.chunk(&id, 0, B64.encode(b"x")).is_err());
+    let expired = s.chunk(&id, 0, B64.encode(b"x")).unwrap_err();
+    assert_eq!(expired.code, ErrorCode::BadArgument, "{}", expired.message);
     assert_eq!(
         std::fs::read_dir(s.dir()).unwrap().count(),
         0,
