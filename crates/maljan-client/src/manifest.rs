@@ -198,6 +198,8 @@ mod tests {
         let r2 = json!({"content":[],"structuredContent":m});
         assert_eq!(parse_manifest(&r1).unwrap().tools[0].timeout_s, Some(2.0));
         assert!(!parse_manifest(&r2).unwrap().tools[0].available);
-        assert!(parse_manifest(&json!({"content":[{"type":"text","text":"nope"}]})).is_err());
+        let refused =
+            parse_manifest(&json!({"content":[{"type":"text","text":"nope"}]})).unwrap_err();
+        assert!(refused.starts_with("not a manifest:"), "{refused}");
     }
 }
