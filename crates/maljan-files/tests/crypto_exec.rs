@@ -374,10 +374,10 @@ async fn conditional_dispatch() {
 
 #[tokio::test]
 async fn nested_actions_obey_the_server_policy() {
-    // What --read-only leaves: no destructive tools, so no action lists at all.
+    // What --read-only leaves: only tools that change nothing, so no action lists at all.
     let ro = Harness::with(
         |r| {
-            r.retain(|m| !m.destructive);
+            r.retain(|m| m.read_only);
         },
         false,
     );

@@ -325,10 +325,10 @@ async fn read_only_keeps_the_reader_only() {
     assert_eq!(s["required"], json!(["path"]));
     assert!(s["properties"]["limit"].is_object() && s["properties"]["columns"].is_object());
 
-    // What `maljan serve files --read-only` leaves (serve.rs drops destructive tools).
+    // What `maljan serve files --read-only` leaves (serve.rs keeps only read-only tools).
     let ro = Harness::with(
         |r| {
-            r.retain(|m| !m.destructive);
+            r.retain(|m| m.read_only);
         },
         false,
     );

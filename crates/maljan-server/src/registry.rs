@@ -54,7 +54,8 @@ impl ToolMeta {
         self.title = Some(title.into());
         self
     }
-    /// Writes without destroying anything that was there (creating a directory, a new file).
+    /// Writes without destroying anything that was there (creating a directory, a new file);
+    /// hidden and refused under `--read-only` like a destructive tool.
     pub fn writes(mut self) -> Self {
         self.read_only = false;
         self

@@ -36,7 +36,8 @@ pub struct PolicyArgs {
     /// Expose only these tools (exact names, comma-separated).
     #[arg(long, value_name = "A,B", value_delimiter = ',')]
     pub allowed_actions: Vec<String>,
-    /// Neither list nor allow tools that can overwrite or delete.
+    /// List and allow only tools that change nothing: none that writes, overwrites, deletes or
+    /// starts a watch.
     #[arg(long)]
     pub read_only: bool,
     /// Let FA_download_file reach loopback addresses (for local tests only; off by default).
@@ -145,8 +146,11 @@ pub fn build_server(
         let allowed = policy.allowed_actions.clone();
         registry.retain(|meta| allowed.iter().any(|a| a == &meta.name));
     }
+    // Read-only keeps exactly the tools whose annotations say they change nothing (readOnlyHint),
+    // so a tool that only adds (a directory, a line, a watch) is hidden as well as one that
+    // overwrites or deletes.
     if policy.read_only {
-        registry.retain(|meta| !meta.destructive);
+        registry.retain(|meta| meta.read_only);
     }
     if let Some(store) = staging {
         maljan_server::staging::register(&mut registry, store);

@@ -236,11 +236,27 @@ fn tools_command_prints_the_tools_list_descriptors() {
         "sha256"
     );
     assert_eq!(checksum["annotations"]["readOnlyHint"], true);
-    assert!(
-        !tools
-            .iter()
-            .any(|t| t["annotations"]["destructiveHint"] == true)
-    );
+    // Every tool listed under --read-only says it changes nothing; those that only add are
+    // gone as well as those that overwrite or delete.
+    for tool in tools {
+        assert_eq!(
+            tool["annotations"]["readOnlyHint"], true,
+            "{}",
+            tool["name"]
+        );
+    }
+    for writer in [
+        "FA_create_dir",
+        "FA_jsonl_append",
+        "FA_integrity_watch_start",
+        "FA_integrity_watch_stop",
+        "FA_remove_file",
+    ] {
+        assert!(
+            !tools.iter().any(|t| t["name"] == writer),
+            "{writer} is listed"
+        );
+    }
 }
 
 #[test]
