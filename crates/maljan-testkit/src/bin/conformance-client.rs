@@ -59,6 +59,14 @@ async fn main() -> ExitCode {
         "sse-retry" => Some(("test_reconnection", json!({}))),
         _ => None,
     };
+    if scenario == "sse-retry" {
+        // rmcp opens its standalone GET stream on its own task once the session is initialized.
+        // The scenario takes the first GET it sees after the tool call's POST as the client's
+        // reconnection, so a standalone GET that happens to land just after the POST is
+        // mistaken for it (seen once in CI: "Could not measure timing", no Last-Event-ID).
+        // Letting that GET go out first makes the order the scenario measures the real one.
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    }
     let mut ok = true;
     if let Some((tool, args)) = call {
         let rec = server.call(tool, args).await;
