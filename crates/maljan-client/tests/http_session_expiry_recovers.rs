@@ -10,10 +10,8 @@ mod common;
 use common::{Peer, peers_dir};
 
 use std::{
-    net::TcpStream,
     path::Path,
     process::{Command, Stdio},
-    time::{Duration, Instant},
 };
 
 use maljan_client::{JobSpec, ServerConfig, TransportKind};
@@ -39,14 +37,7 @@ fn start(port: u16, extra: &[&str], log: &Path) -> Peer {
         .spawn()
         .expect("start py_server.py");
     let peer = Peer(child);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "nothing listens on 127.0.0.1:{port} after 30 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    maljan_testkit::wait_answering(&format!("127.0.0.1:{port}"), "/mcp");
     peer
 }
 

@@ -9,26 +9,13 @@ mod common;
 use common::{Peer, peers_dir};
 
 use std::{
-    net::TcpStream,
     path::Path,
     process::{Command, Stdio},
-    time::{Duration, Instant},
 };
 
 use maljan_client::{JobSpec, ServerConfig, TransportKind};
 use maljan_testkit::{free_port, peer_env};
 use serde_json::{Value, json};
-
-fn wait_for_port(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("nothing listens on 127.0.0.1:{port} after 30 s");
-}
 
 fn spawn(cmd: &mut Command, port: u16) -> Peer {
     let child = cmd
@@ -38,7 +25,8 @@ fn spawn(cmd: &mut Command, port: u16) -> Peer {
         .spawn()
         .expect("start peer");
     let peer = Peer(child);
-    wait_for_port(port);
+    // A bound port is not yet a serving one: wait for a real HTTP answer.
+    maljan_testkit::wait_answering(&format!("127.0.0.1:{port}"), "/mcp");
     peer
 }
 
