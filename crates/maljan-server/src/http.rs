@@ -1,31 +1,30 @@
 //! Streamable HTTP serving (rmcp's `StreamableHttpService` nested in axum), with the checks a
 //! server reachable over a network needs: Host and Origin allow-lists against DNS rebinding, a
-//! request size bound, and an optional bearer token compared in constant time. An initialize
-//! that left out fields is completed before rmcp reads it, as on stdio
-//! ([`crate::protocol::complete_initialize`]).
+//! request size bound (see [`crate::http_guard`]), an optional bearer token compared in
+//! constant time, and bounds on what a client can hold before it authenticates: a connection
+//! cap, a deadline for a request's head (which also closes an idle kept-alive connection), and
+//! idle sessions expired.
 
-use std::{net::SocketAddr, sync::Arc};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::{
     Router,
-    body::Body,
     extract::{Request, State},
-    http::{HeaderMap, Method, StatusCode, header},
+    http::{StatusCode, header},
     middleware::{self, Next},
     response::{IntoResponse, Response},
-    serve::ListenerExt as _,
 };
 use rmcp::ServerHandler;
 use rmcp::transport::{
     StreamableHttpServerConfig, StreamableHttpService,
-    streamable_http_server::session::local::LocalSessionManager,
+    streamable_http_server::session::local::{LocalSessionManager, SessionConfig},
 };
-use serde_json::Value;
 use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    protocol::{McpHandler, complete_initialize},
+    http_guard::{read_message, refuse_malformed},
+    protocol::McpHandler,
     server::ToolServer,
     staging::{Intake, StagingStore, intake},
 };
@@ -48,6 +47,13 @@ pub struct HttpOptions {
     /// The store behind this server's put_sample tools, when it offers them: their content then
     /// skips rmcp's JSON parser (see [`crate::staging::intake`]).
     pub staging: Option<Arc<StagingStore>>,
+    /// The most connections served at once; more wait in the listen queue until one closes.
+    pub max_connections: usize,
+    /// How long a client has to send a request's head, counted from the connection's start or
+    /// from the end of its previous exchange: so it also closes an idle kept-alive connection.
+    pub header_timeout: Duration,
+    /// A session that has seen no request for this long is closed and forgotten.
+    pub session_idle: Duration,
 }
 
 impl HttpOptions {
@@ -60,6 +66,9 @@ impl HttpOptions {
             auth_token: None,
             json_response: false,
             staging: None,
+            max_connections: 256,
+            header_timeout: Duration::from_secs(10),
+            session_idle: SessionConfig::DEFAULT_KEEP_ALIVE,
         }
     }
 }
@@ -102,14 +111,17 @@ where
     config = config
         .with_allowed_origins(origins)
         .enforce_origin_validation();
-    let service = StreamableHttpService::new(
-        move || Ok(handler.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
-    let mut router = Router::new()
-        .nest_service("/mcp", service)
-        .layer(middleware::from_fn(complete_initialize_body));
+    let mut sessions = LocalSessionManager::default();
+    sessions.session_config.keep_alive = Some(options.session_idle);
+    let service =
+        StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(sessions), config);
+    let mut router =
+        Router::new()
+            .nest_service("/mcp", service)
+            .layer(middleware::from_fn_with_state(
+                options.max_body_bytes,
+                read_message,
+            ));
     if let Some(store) = &options.staging {
         let state = Intake {
             store: store.clone(),
@@ -117,13 +129,16 @@ where
         };
         router = router.layer(middleware::from_fn_with_state(state, intake));
     }
-    match &options.auth_token {
-        Some(token) => router.layer(middleware::from_fn_with_state(
+    if let Some(token) = &options.auth_token {
+        router = router.layer(middleware::from_fn_with_state(
             Arc::new(token.clone().into_bytes()),
             require_bearer,
-        )),
-        None => router,
+        ));
     }
+    router.layer(middleware::from_fn_with_state(
+        options.max_body_bytes,
+        refuse_malformed,
+    ))
 }
 
 /// Serves `server` over streamable HTTP at `http://ADDR/mcp` until ctrl-c or `shutdown`.
@@ -158,70 +173,76 @@ where
     }
     tracing::info!("serving streamable HTTP on http://{local}/mcp");
     let app = router_with(handler, &options, shutdown.clone());
-    // Without TCP_NODELAY an SSE answer's event, written just after the stream's head, waits
-    // for the client's delayed ACK: ~40 ms added to every call, measured on loopback.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!("TCP_NODELAY not set on a connection: {e}");
-        }
-    });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = shutdown.cancelled() => {}
-            }
-        })
-        .await?;
+    accept_loop(listener, app, &options, shutdown).await;
     Ok(())
 }
 
-/// An initialize body is at most this long to be looked at: one is a few hundred bytes.
-const INITIALIZE_MAX_BYTES: usize = 64 * 1024;
-
-/// Completes an initialize that left out fields ([`complete_initialize`]), which rmcp would
-/// not start a session for. Only a small POST that could open a session is read: one without
-/// Mcp-Session-Id and MCP-Protocol-Version, which every later request carries. Every other
-/// request passes untouched, and so does a body that needs nothing.
-async fn complete_initialize_body(request: Request, next: Next) -> Response {
-    let headers = request.headers();
-    let could_open_a_session = request.method() == Method::POST
-        && !headers.contains_key("mcp-session-id")
-        && !headers.contains_key("mcp-protocol-version")
-        && content_length(headers).is_some_and(|n| n <= INITIALIZE_MAX_BYTES);
-    if !could_open_a_session {
-        return next.run(request).await;
-    }
-    let (mut parts, body) = request.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, INITIALIZE_MAX_BYTES).await else {
-        return (
-            StatusCode::BAD_REQUEST,
-            "the request body could not be read\n",
-        )
-            .into_response();
-    };
-    let completed = serde_json::from_slice::<Value>(&bytes)
-        .ok()
-        .and_then(|mut message| complete_initialize(&mut message).then(|| message.to_string()));
-    let body = match completed {
-        Some(completed) => {
-            parts
-                .headers
-                .insert(header::CONTENT_LENGTH, completed.len().into());
-            Body::from(completed)
+/// Serves connections until ctrl-c or `shutdown`, at most `max_connections` at once, each with
+/// hyper's head deadline (axum's own `serve` sets none). Then lets open exchanges finish.
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    options: &HttpOptions,
+    shutdown: CancellationToken,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let slots = Arc::new(tokio::sync::Semaphore::new(options.max_connections.max(1)));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut http1 = hyper::server::conn::http1::Builder::new();
+    http1
+        .timer(TokioTimer::new())
+        .header_read_timeout(options.header_timeout);
+    let stop = async {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = shutdown.cancelled() => {}
         }
-        None => Body::from(bytes),
     };
-    next.run(Request::from_parts(parts, body)).await
-}
-
-fn content_length(headers: &HeaderMap) -> Option<usize> {
-    headers
-        .get(header::CONTENT_LENGTH)?
-        .to_str()
-        .ok()?
-        .parse()
-        .ok()
+    tokio::pin!(stop);
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut stop => break,
+            accepted = async {
+                let slot = slots.clone().acquire_owned().await;
+                (slot, listener.accept().await)
+            } => accepted,
+        };
+        let (Ok(slot), accepted) = accepted else {
+            break;
+        };
+        let tcp = match accepted {
+            Ok((tcp, _)) => tcp,
+            Err(e) => {
+                // Out of descriptors, or a connection reset while queued: not the server's end.
+                tracing::debug!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        // Without TCP_NODELAY an SSE answer's event, written just after the stream's head, waits
+        // for the client's delayed ACK: ~40 ms added to every call, measured on loopback.
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!("TCP_NODELAY not set on a connection: {e}");
+        }
+        let app = app.clone();
+        let service = hyper::service::service_fn(move |request: hyper::Request<_>| {
+            tower::ServiceExt::oneshot(app.clone(), request.map(axum::body::Body::new))
+        });
+        let connection = graceful.watch(http1.serve_connection(TokioIo::new(tcp), service));
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!("connection ended: {e}");
+            }
+            drop(slot);
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(Duration::from_secs(5), graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::debug!("connections still open at shutdown were dropped");
+    }
 }
 
 async fn require_bearer(
@@ -259,6 +280,7 @@ fn bearer_token(authorization: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::body::Body;
     use tower::ServiceExt;
 
     #[test]

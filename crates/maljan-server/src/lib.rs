@@ -31,6 +31,7 @@
 pub mod context;
 pub mod errors;
 pub mod http;
+mod http_guard;
 pub mod manifest;
 pub mod protocol;
 pub mod registry;

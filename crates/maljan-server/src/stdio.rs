@@ -18,13 +18,16 @@ use tokio::{
     io::{AsyncRead, AsyncWrite, AsyncWriteExt},
     sync::mpsc,
 };
-use tokio_util::codec::FramedRead;
+use tokio_util::{codec::FramedRead, sync::CancellationToken};
 
 use crate::{
     protocol::McpHandler,
     server::ToolServer,
     stdio_framing::{Decoded, Frame, LineCodec, decode, too_long},
 };
+
+/// How long calls still running when the input ends may go on before they are cancelled.
+pub const INPUT_END_GRACE: std::time::Duration = std::time::Duration::from_millis(700);
 
 /// Options for serving on stdio.
 #[derive(Debug, Clone)]
@@ -52,6 +55,11 @@ pub async fn serve_stdio(server: Arc<ToolServer>, options: StdioOptions) -> anyh
 
 /// Serves `server` on any byte stream pair (a pipe, a socket; tests use duplex streams), the
 /// same way as [`serve_stdio`], until the reader ends. Answers still being written are written.
+///
+/// Calls still running when the input ends get [`INPUT_END_GRACE`] to finish (a `printf … |
+/// server` pipe ends its input before the answers are out), then are cancelled: rmcp would
+/// otherwise wait up to 5 s for each on its own, and a server must stop soon after its client
+/// is gone. A tool's blocking work sees the same token, so it stops too.
 pub async fn serve_io<R, W>(
     server: Arc<ToolServer>,
     reader: R,
@@ -69,13 +77,17 @@ where
     );
     let (out, lines_out) = mpsc::unbounded_channel();
     let written = tokio::spawn(write_lines(lines_out, writer));
+    let input_ended = CancellationToken::new();
     let transport = LineTransport {
         lines: FramedRead::new(reader, LineCodec::new(options.max_line_bytes)),
         max_line_bytes: options.max_line_bytes,
         out,
         request_seen: false,
+        input_ended: input_ended.clone(),
     };
-    match rmcp::serve_server(McpHandler::new(server), transport).await {
+    let serving =
+        rmcp::service::serve_server_with_ct(McpHandler::new(server), transport, input_ended);
+    match serving.await {
         Ok(running) => {
             running.waiting().await?;
         }
@@ -112,9 +124,19 @@ struct LineTransport<R> {
     /// rmcp ends a session whose first message is not a request; until a request has been
     /// passed on, stray notifications and responses are dropped here (they need no answer).
     request_seen: bool,
+    /// Cancelled soon after the input ends: rmcp's service token, the parent of every call's.
+    input_ended: CancellationToken,
 }
 
 impl<R> LineTransport<R> {
+    fn cancel_after_grace(&self) {
+        let input_ended = self.input_ended.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(INPUT_END_GRACE).await;
+            input_ended.cancel();
+        });
+    }
+
     /// Queues one message as a line. Never waits, so nothing is lost when rmcp drops a pending
     /// `receive` (which writes the framing's own answers) to attend to something else.
     fn write(&self, message: &impl Serialize) -> std::io::Result<()> {
@@ -144,7 +166,11 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransp
     /// without waiting.
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
-            let line = match self.lines.next().await? {
+            let Some(frame) = self.lines.next().await else {
+                self.cancel_after_grace();
+                return None;
+            };
+            let line = match frame {
                 Ok(Frame::Line(line)) => line,
                 Ok(Frame::TooLong(len)) => {
                     tracing::warn!(bytes = len, "refused a message over the size limit");
@@ -153,6 +179,7 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransp
                 }
                 Err(e) => {
                     tracing::warn!("input failed: {e}");
+                    self.cancel_after_grace();
                     return None;
                 }
             };

@@ -1,7 +1,8 @@
 //! What only stdio has: lines. A malformed line, invalid UTF-8, an oversize line, a batch, a
 //! stray notification or a blank line never stops the server, and each line that needs an
 //! answer gets exactly one, at every version; input that ends with calls still running gets
-//! their answers before the server stops.
+//! their answers before the server stops, and a call that would run on is stopped within a
+//! second.
 
 mod common;
 
@@ -158,4 +159,29 @@ async fn a_printf_pipe_gets_every_answer_before_the_server_stops() {
     );
     assert_eq!(rest[2]["result"]["structuredContent"]["sum"], 3);
     stdio.served().await.expect("a clean stop");
+}
+
+/// A call that would run for a minute is cancelled soon after the input ends, and the server
+/// stops: nobody is left to read its answer.
+#[tokio::test]
+async fn input_that_ends_stops_a_long_call_within_a_second() {
+    let mut c = Client::connect(Transport::Stdio, "2025-11-25").await;
+    c.handshake().await;
+    let probe = c.probe.clone();
+    let stdio = c.stdio();
+    let call = json!({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"wait","arguments":{}}});
+    stdio.send_raw(call.to_string().as_bytes()).await;
+    probe.started.notified().await;
+    let ended = std::time::Instant::now();
+    stdio.end_input().await;
+    probe.stopped.notified().await;
+    stdio.served().await.expect("a clean stop");
+    let took = ended.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(2),
+        "the server stopped {took:?} after its input ended"
+    );
+    let answer = stdio.next().await.expect("the cancelled call is answered");
+    assert_eq!(answer["id"], 7, "{answer}");
+    assert!(stdio.next().await.is_none());
 }

@@ -66,6 +66,9 @@ fn main() -> std::process::ExitCode {
             Command::Ledger(args) => client_cmds::ledger(args).await,
         }
     });
+    // Blocking work still running (a read from a FIFO, a tool whose caller is gone) is not
+    // waited for: its answer has nowhere to go, and a server must exit soon after stdin closes.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
     match result {
         Ok(code) => code,
         Err(e) => {

@@ -86,7 +86,25 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]
     pub max_message_bytes: usize,
     #[command(flatten)]
+    pub http_limits: HttpLimitArgs,
+    #[command(flatten)]
     pub staging: StagingArgs,
+}
+
+/// What one HTTP client can hold open, authenticated or not.
+#[derive(Args)]
+pub struct HttpLimitArgs {
+    /// Connections served at once; more wait in the listen queue until one closes.
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    pub max_connections: usize,
+    /// Seconds a client has to send a request's head; an idle kept-alive connection is closed
+    /// after as long.
+    #[arg(long, default_value_t = 10, value_name = "SECS")]
+    pub header_timeout_secs: u64,
+    /// Seconds after which a session that has seen no request is closed (its client then
+    /// gets 404 and starts a new one, as the MCP transport says).
+    #[arg(long, default_value_t = 300, value_name = "SECS")]
+    pub session_idle_secs: u64,
 }
 
 /// put_sample: how a client on another host hands this server a sample (on by default for --http).
@@ -242,6 +260,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             options.json_response = args.json_response;
             options.auth_token = read_token(args.auth_token_file.as_deref())?;
             options.staging = staging;
+            let limits = args.http_limits;
+            options.max_connections = limits.max_connections;
+            options.header_timeout = std::time::Duration::from_secs(limits.header_timeout_secs);
+            options.session_idle = std::time::Duration::from_secs(limits.session_idle_secs);
             maljan_server::serve_http(server, options, Default::default()).await?;
         }
     }
