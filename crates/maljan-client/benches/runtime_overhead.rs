@@ -94,6 +94,7 @@ async fn main() {
     let opts = ConnectOptions {
         name: "bare".into(),
         timeout: Duration::from_secs(30),
+        max_answer_bytes: 16 << 20,
         auth: None,
         base_dir: dir.path().to_path_buf(),
         stderr_file: None,

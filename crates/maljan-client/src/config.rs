@@ -227,10 +227,22 @@ impl Default for LedgerConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct McpConfig {
     pub breaker: BreakerConfig,
+    /// The longest answer read from a stdio server, in bytes. A longer one is skipped as it
+    /// arrives (never held whole) and its call fails saying so.
+    pub max_answer_bytes: usize,
+}
+
+impl Default for McpConfig {
+    fn default() -> Self {
+        Self {
+            breaker: BreakerConfig::default(),
+            max_answer_bytes: 16 * 1024 * 1024,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -353,6 +365,12 @@ impl Config {
 
     /// Checks what serde cannot: names, required fields per transport, timings.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.core.mcp.max_answer_bytes < 1024 {
+            return Err(self.err(
+                "core.mcp.max_answer_bytes".to_string(),
+                "must be at least 1024 (a handshake's answer alone is a few hundred bytes)",
+            ));
+        }
         let b = &self.core.mcp.breaker;
         let key = "core.mcp.breaker";
         if b.failures_to_open == 0 {

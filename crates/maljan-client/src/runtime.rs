@@ -174,6 +174,7 @@ pub struct ServerSlot {
     cap: Option<Semaphore>,
     conn: tokio::sync::Mutex<Option<Arc<Connection>>>,
     timeout_connect: Duration,
+    max_answer_bytes: usize,
     base_dir: std::path::PathBuf,
     data_dir: std::path::PathBuf,
     keys: KeySource,
@@ -209,6 +210,7 @@ impl ServerSlot {
             cap: (b.max_concurrent_calls > 0).then(|| Semaphore::new(b.max_concurrent_calls)),
             conn: tokio::sync::Mutex::new(None),
             timeout_connect: b.connect_timeout(),
+            max_answer_bytes: config.core.mcp.max_answer_bytes,
             base_dir: config.base_dir(),
             data_dir: config.data_dir.clone(),
             keys,
@@ -253,6 +255,7 @@ impl ServerSlot {
         Ok(ConnectOptions {
             name: self.name.clone(),
             timeout: self.timeout_connect,
+            max_answer_bytes: self.max_answer_bytes,
             auth: self.auth()?,
             base_dir: self.base_dir.clone(),
             stderr_file: Some(transport::stderr_file(&self.data_dir, &self.name)),
@@ -385,6 +388,11 @@ impl ServerSlot {
             .with_remediation(
                 "retry with a smaller input, or raise the tool's timeout_s (its manifest) or core.mcp.breaker.call_timeout_seconds; if it keeps happening, check the server's log",
             ),
+            Unanswered::Unreadable { .. } => CallError::new(ErrorCode::ToolFailed, format!("tool server '{name}': {}", u.describe()))
+                .with_remediation(format!(
+                    "the server answers in a way the client cannot use; check its log in {} (an answer too large: ask for less, page, or raise core.mcp.max_answer_bytes)",
+                    transport::stderr_file(&self.data_dir, name).display()
+                )),
             Unanswered::Gone(_) => CallError::new(ErrorCode::ToolFailed, format!("tool server '{name}': {}", u.describe()))
                 .with_remediation(format!(
                     "the server is restarted on the next call; check why it stopped (`maljan servers test {name}`, its log in {})",
@@ -426,6 +434,7 @@ pub(crate) async fn read_view(
             Reply::RpcError { code, message } => Err(Some(format!(
                 "capabilities failed: JSON-RPC error {code}: {message}"
             ))),
+            Reply::Unusable(why) => Err(Some(format!("capabilities failed: {why}"))),
         }
     } else {
         Err(None)
@@ -462,5 +471,11 @@ pub(crate) fn read_reply(reply: Reply) -> (Option<Value>, Option<CallError>) {
                 )),
             )
         }
+        Reply::Unusable(why) => (
+            None,
+            Some(CallError::new(ErrorCode::ToolFailed, why).with_remediation(
+                "an answer too large: ask for less (a page, a filter) or raise core.mcp.max_answer_bytes; a malformed one: check the server's log",
+            )),
+        ),
     }
 }

@@ -5,13 +5,17 @@
 //! ([`ErrorCode`]) and the remedy each names by default, the tool-error shape
 //! `{"error":{"code","message","remediation"},"tool"}` ([`ToolError`], [`ToolErrorReply`]), the
 //! names of the tools the conventions fix (`capabilities`, put_sample*), and the filename
-//! reduction both sides apply to a sample's name ([`sanitize_filename`]).
+//! reduction both sides apply to a sample's name ([`sanitize_filename`]), and, behind the
+//! `lines` feature, the bounded newline framing both ends of a stdio connection read with.
 //!
 //! It must not depend on anything but serde and serde_json (schemars only behind the optional
-//! `schemars` feature, for the server's outputSchema): no rmcp, no transport, no runtime, so the
-//! client can share these types without pulling in the server framework.
+//! `schemars` feature, for the server's outputSchema; tokio-util's codec behind `lines`): no
+//! rmcp, no transport, no runtime, so the client can share these types without pulling in the
+//! server framework.
 
 mod errors;
+#[cfg(feature = "lines")]
+pub mod lines;
 mod manifest;
 mod names;
 

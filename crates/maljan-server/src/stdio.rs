@@ -15,7 +15,7 @@ use rmcp::{
 };
 use serde::Serialize;
 use tokio::{
-    io::{AsyncRead, AsyncWrite, AsyncWriteExt},
+    io::{AsyncRead, AsyncWrite},
     sync::mpsc,
 };
 use tokio_util::{codec::FramedRead, sync::CancellationToken};
@@ -23,8 +23,9 @@ use tokio_util::{codec::FramedRead, sync::CancellationToken};
 use crate::{
     protocol::McpHandler,
     server::ToolServer,
-    stdio_framing::{Decoded, Frame, LineCodec, decode, too_long},
+    stdio_framing::{Decoded, decode, too_long},
 };
+use maljan_protocol::lines::{Frame, LineCodec, write_lines};
 
 /// How long calls still running when the input ends may go on before they are cancelled.
 pub const INPUT_END_GRACE: std::time::Duration = std::time::Duration::from_millis(700);
@@ -99,23 +100,6 @@ where
     Ok(())
 }
 
-/// Writes lines in the order they were sent; flushes once no more are waiting.
-async fn write_lines<W: AsyncWrite + Unpin>(
-    mut lines: mpsc::UnboundedReceiver<Vec<u8>>,
-    mut writer: W,
-) {
-    while let Some(line) = lines.recv().await {
-        let written = match writer.write_all(&line).await {
-            Ok(()) if lines.is_empty() => writer.flush().await,
-            other => other,
-        };
-        if let Err(e) = written {
-            tracing::debug!("output closed: {e}");
-            return;
-        }
-    }
-}
-
 /// rmcp's transport: messages from framed lines in, whole lines out.
 struct LineTransport<R> {
     lines: FramedRead<R, LineCodec>,
@@ -172,7 +156,7 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransp
             };
             let line = match frame {
                 Ok(Frame::Line(line)) => line,
-                Ok(Frame::TooLong(len)) => {
+                Ok(Frame::TooLong { len, .. }) => {
                     tracing::warn!(bytes = len, "refused a message over the size limit");
                     let _ = self.write(&too_long(len, self.max_line_bytes));
                     continue;

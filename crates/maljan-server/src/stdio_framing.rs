@@ -1,5 +1,5 @@
-//! What stdio needs that rmcp's own newline transport (`AsyncRwTransport`) does not do, and
-//! nothing else: the only code that differs between serving on stdio and on streamable HTTP.
+//! Reading one message as JSON-RPC says, where rmcp would not: on stdio every line (framed by
+//! [`maljan_protocol::lines`]), and on HTTP a body rmcp refused ([`crate::http_guard`]).
 //!
 //! rmcp stays silent on a line that is not JSON and drops an over-long line without a word; a
 //! client then waits for an answer that never comes. JSON-RPC says a parse error gets `-32700`
@@ -11,79 +11,8 @@ use rmcp::{
     service::RxJsonRpcMessage,
 };
 use serde_json::{Map, Value, json};
-use tokio_util::{bytes::BytesMut, codec::Decoder};
 
 use crate::protocol::complete_initialize;
-
-/// One line of input.
-#[derive(Debug, PartialEq)]
-pub(crate) enum Frame {
-    /// A line, its newline removed.
-    Line(BytesMut),
-    /// A line over the bound, skipped to its newline; its full length.
-    TooLong(usize),
-}
-
-/// Newline framing with a bound: a line longer than `max` bytes is dropped as it arrives (no
-/// more than about `max` plus one read is ever held) and reported with its length.
-pub(crate) struct LineCodec {
-    max: usize,
-    /// How much of the buffer is known to hold no newline.
-    searched: usize,
-    /// While skipping an over-long line: its length so far.
-    skipping: Option<usize>,
-}
-
-impl LineCodec {
-    pub(crate) fn new(max: usize) -> Self {
-        Self {
-            max,
-            searched: 0,
-            skipping: None,
-        }
-    }
-}
-
-impl Decoder for LineCodec {
-    type Item = Frame;
-    type Error = std::io::Error;
-
-    fn decode(&mut self, buf: &mut BytesMut) -> std::io::Result<Option<Frame>> {
-        let Some(end) = memchr::memchr(b'\n', &buf[self.searched..]).map(|i| i + self.searched)
-        else {
-            if let Some(skipped) = &mut self.skipping {
-                *skipped += buf.len();
-                buf.clear();
-            } else if buf.len() > self.max {
-                self.skipping = Some(buf.len());
-                buf.clear();
-            }
-            self.searched = buf.len();
-            return Ok(None);
-        };
-        self.searched = 0;
-        let mut line = buf.split_to(end + 1);
-        line.truncate(end);
-        Ok(Some(match self.skipping.take() {
-            Some(skipped) => Frame::TooLong(skipped + end),
-            None if end > self.max => Frame::TooLong(end),
-            None => Frame::Line(line),
-        }))
-    }
-
-    /// The last line may end without a newline.
-    fn decode_eof(&mut self, buf: &mut BytesMut) -> std::io::Result<Option<Frame>> {
-        if let Some(frame) = self.decode(buf)? {
-            return Ok(Some(frame));
-        }
-        self.searched = 0;
-        Ok(match self.skipping.take() {
-            Some(skipped) => Some(Frame::TooLong(skipped)),
-            None if buf.is_empty() => None,
-            None => Some(Frame::Line(buf.split())),
-        })
-    }
-}
 
 /// What a line holds, for rmcp or for an answer here.
 pub(crate) enum Decoded {
@@ -208,85 +137,9 @@ fn refusal(object: Map<String, Value>) -> Decoded {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use futures::StreamExt;
     use proptest::prelude::*;
-    use tokio::io::AsyncWriteExt;
-    use tokio_util::codec::FramedRead;
-
-    fn line(text: &str) -> Frame {
-        Frame::Line(BytesMut::from(text))
-    }
-
-    #[tokio::test]
-    async fn long_lines_are_skipped_to_their_newline_and_reported_by_length() {
-        let input = format!("{}\n{{}}\n{}\nlast", "x".repeat(100), "y".repeat(11));
-        let mut lines = FramedRead::with_capacity(input.as_bytes(), LineCodec::new(10), 4);
-        assert_eq!(lines.next().await.unwrap().unwrap(), Frame::TooLong(100));
-        assert_eq!(lines.next().await.unwrap().unwrap(), line("{}"));
-        assert_eq!(lines.next().await.unwrap().unwrap(), Frame::TooLong(11));
-        assert_eq!(lines.next().await.unwrap().unwrap(), line("last"));
-        assert!(lines.next().await.is_none());
-        let unended = "z".repeat(50);
-        let mut lines = FramedRead::with_capacity(unended.as_bytes(), LineCodec::new(10), 4);
-        assert_eq!(lines.next().await.unwrap().unwrap(), Frame::TooLong(50));
-        assert!(lines.next().await.is_none());
-    }
-
-    /// Memory stays bounded while an over-long line streams in: what is held never grows
-    /// much past the bound, however long the line.
-    #[test]
-    fn an_over_long_line_is_not_held() {
-        let mut codec = LineCodec::new(1024);
-        let mut buf = BytesMut::new();
-        for _ in 0..1000 {
-            buf.extend_from_slice(&[b'x'; 4096]);
-            assert!(codec.decode(&mut buf).unwrap().is_none());
-            assert!(buf.len() <= 1024 + 4096, "{}", buf.len());
-        }
-        buf.extend_from_slice(b"x\n{}\n");
-        assert_eq!(
-            codec.decode(&mut buf).unwrap(),
-            Some(Frame::TooLong(4096 * 1000 + 1))
-        );
-        assert_eq!(codec.decode(&mut buf).unwrap(), Some(line("{}")));
-    }
-
-    /// A line that arrives in pieces survives its read being dropped between them (rmcp's
-    /// service loop drops a pending `receive` whenever another event wins its `select!`).
-    #[tokio::test]
-    async fn a_line_in_pieces_survives_a_dropped_read() {
-        let (mut tx, rx) = tokio::io::duplex(64);
-        let mut lines = FramedRead::new(rx, LineCodec::new(1 << 20));
-        tx.write_all(b"{\"first\":").await.unwrap();
-        let read = tokio::time::timeout(std::time::Duration::from_millis(50), lines.next());
-        assert!(read.await.is_err(), "no newline yet, so no line");
-        tx.write_all(b"1}\n").await.unwrap();
-        assert_eq!(lines.next().await.unwrap().unwrap(), line("{\"first\":1}"));
-    }
 
     proptest! {
-        /// Whatever the read size, lines come out as `split` would cut them, with each
-        /// over-long line reported by its length.
-        #[test]
-        fn framing_matches_split(
-            lines in proptest::collection::vec("[a-z{}\" ]{0,40}", 0..8),
-            max in 1usize..30,
-            read_size in 1usize..16,
-        ) {
-            let input = lines.iter().map(|l| format!("{l}\n")).collect::<String>();
-            let expected: Vec<Frame> = lines
-                .iter()
-                .map(|l| if l.len() > max { Frame::TooLong(l.len()) } else { line(l) })
-                .collect();
-            let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
-            let got: Vec<Frame> = runtime.block_on(
-                FramedRead::with_capacity(input.as_bytes(), LineCodec::new(max), read_size)
-                    .map(Result::unwrap)
-                    .collect(),
-            );
-            prop_assert_eq!(got, expected);
-        }
-
         /// No line, however malformed, panics the decoder; whatever it answers is a JSON-RPC
         /// error with an id member.
         #[test]

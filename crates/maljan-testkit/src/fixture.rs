@@ -8,6 +8,9 @@
 //! - `FIXTURE_DELAY_MS`: how long `work` takes in the slow fixture (default 200).
 //! - `FIXTURE_TIMEOUT_S`: the `timeout_s` the manifest declares for `work` (default none).
 //! - `FIXTURE_FLOOD_BYTES`: how much the flood fixture writes to stderr (default 32 MiB).
+//! - `FIXTURE_GARBLE`: what the garble fixture sends for `work`: `huge` (an answer of
+//!   `FIXTURE_HUGE_BYTES`, default 100 MB), `malformed` (a broken line that names the call's
+//!   id), `junk` (a line that is not JSON at all) or `wrong-id` (an answer to another id).
 
 use std::{
     io::{BufRead, Write},
@@ -33,6 +36,8 @@ pub enum Behaviour {
     Flood,
     /// Answers at once.
     Echo,
+    /// Answers `work` with something a client cannot take (`FIXTURE_GARBLE`).
+    Garble,
 }
 
 struct State {
@@ -88,6 +93,39 @@ fn manifest() -> Value {
         {"name":"stats","available":true},
         {"name":"missing","available":false,"optional_dependency":"frobnicator","reason":"frobnicator not found on PATH","remediation":"install frobnicator","timeout_s":null},
     ]})
+}
+
+/// Sends, for the call `id`, what `FIXTURE_GARBLE` names.
+fn garble(state: &State, id: Value) {
+    let raw = |line: String| {
+        let mut out = state.out.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = writeln!(out, "{line}");
+        let _ = out.flush();
+    };
+    match std::env::var("FIXTURE_GARBLE").unwrap_or_default().as_str() {
+        "huge" => {
+            let bytes = std::env::var("FIXTURE_HUGE_BYTES")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(100_000_000usize);
+            let text = "x".repeat(bytes);
+            send(
+                state,
+                &json!({"jsonrpc":"2.0","id":id,"result":text_result(&text)}),
+            );
+        }
+        "malformed" => raw(format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"#
+        )),
+        "junk" => raw("this is not JSON-RPC".to_string()),
+        _ => {
+            let other = id.as_i64().map_or(json!("nobody"), |n| json!(n + 1000));
+            send(
+                state,
+                &json!({"jsonrpc":"2.0","id":other,"result":text_result("done")}),
+            );
+        }
+    }
 }
 
 /// Serves stdin/stdout until stdin closes.
@@ -192,6 +230,7 @@ pub fn run(behaviour: Behaviour) {
                             Behaviour::Hang => {}
                             Behaviour::Crash => std::process::exit(3),
                             Behaviour::Echo | Behaviour::Flood => send(&state, &reply(text_result("done"))),
+                            Behaviour::Garble => garble(&state, id.clone().unwrap_or(Value::Null)),
                             Behaviour::Slow => {
                                 let st = state.clone();
                                 let delay = std::env::var("FIXTURE_DELAY_MS")

@@ -2,7 +2,7 @@
 //! exactly; its majors move fast): everything above it sees a [`Connection`] that can list tools
 //! ([`ListedTool`]) and call one with a deadline ([`Reply`]), and no rmcp type leaves it.
 //!
-//! - `stdio`: a child process (see [`stdio`]).
+//! - `stdio`: a child process (see [`stdio`]), read through bounded framing (see `lines`).
 //! - `streamable-http`: rmcp's own client over reqwest (TCP_NODELAY), `Authorization: Bearer`
 //!   from the token, a new session when the server answers 404 for an expired one (rmcp
 //!   re-initialises transparently). Every message, a put_sample chunk too, is rmcp's to send.
@@ -10,6 +10,7 @@
 //! - `http`: streamable HTTP, falling back to legacy SSE on the same URL when the server refuses
 //!   the streamable POST (the spec's backwards-compatibility section).
 
+mod lines;
 mod sse;
 pub mod stdio;
 
@@ -51,6 +52,9 @@ pub enum Unanswered {
     Gone(String),
     /// It could not be reached or started at all.
     Unreachable(String),
+    /// No answer within the deadline, but the server sent what no call could take meanwhile
+    /// (an answer to no call in flight, a line that is not JSON-RPC): this says what.
+    Unreadable { waited: Duration, seen: String },
 }
 
 impl Unanswered {
@@ -63,6 +67,10 @@ impl Unanswered {
             ),
             Self::Gone(why) => format!("the server's process or connection is gone: {why}"),
             Self::Unreachable(why) => format!("the server could not be reached: {why}"),
+            Self::Unreadable { waited, seen } => format!(
+                "no answer the client could read within {}: {seen}",
+                human_secs(*waited)
+            ),
         }
     }
 }
@@ -80,7 +88,12 @@ pub(crate) fn human_secs(d: Duration) -> String {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
     Result(Value),
-    RpcError { code: i32, message: String },
+    RpcError {
+        code: i32,
+        message: String,
+    },
+    /// What came for the call could not be used (too large, malformed): the client says why.
+    Unusable(String),
 }
 
 /// One tool as the server's tools/list described it.
@@ -145,6 +158,8 @@ pub struct Connection {
     pub info: PeerInfo,
     child: Mutex<Option<stdio::ChildGuard>>,
     stderr: Option<stdio::StderrLog>,
+    /// What a stdio server sent that no call could take (see `lines`).
+    faults: Option<Arc<lines::Faults>>,
     dead: AtomicBool,
 }
 
@@ -162,6 +177,8 @@ impl std::fmt::Debug for Connection {
 pub struct ConnectOptions {
     pub name: String,
     pub timeout: Duration,
+    /// The longest answer read from a stdio server (`core.mcp.max_answer_bytes`).
+    pub max_answer_bytes: usize,
     /// The opened `auth_token` (see `secrets`).
     pub auth: Option<Secret>,
     /// Relative stdio `cwd`s resolve against this.
@@ -219,6 +236,7 @@ fn inner_reason(u: &Unanswered) -> String {
     match u {
         Unanswered::Timeout(d) => format!("no MCP handshake within {}", human_secs(*d)),
         Unanswered::Gone(s) | Unanswered::Unreachable(s) => s.clone(),
+        Unanswered::Unreadable { .. } => u.describe(),
     }
 }
 
@@ -265,6 +283,7 @@ fn finish(service: RunningService<RoleClient, ClientConfig>, via: Via) -> Connec
         info,
         child: Mutex::new(None),
         stderr: None,
+        faults: None,
         dead: AtomicBool::new(false),
     }
 }
@@ -275,10 +294,13 @@ async fn connect_stdio(
 ) -> Result<Connection, Unanswered> {
     let (mut child, stdout, stdin) = stdio::spawn(cfg, &opts.base_dir, opts.stderr_file.clone())
         .map_err(Unanswered::Unreachable)?;
-    match handshake((stdout, stdin), opts.timeout).await {
+    let faults = Arc::new(lines::Faults::default());
+    let transport = lines::LineTransport::new(stdout, stdin, opts.max_answer_bytes, faults.clone());
+    match handshake(transport, opts.timeout).await {
         Ok(service) => {
             let mut conn = finish(service, Via::Stdio);
             conn.stderr = Some(child.stderr.clone());
+            conn.faults = Some(faults);
             *conn.child.get_mut().unwrap_or_else(|e| e.into_inner()) = Some(child);
             Ok(conn)
         }
@@ -390,6 +412,9 @@ impl Connection {
                 Classified::Answer(Reply::RpcError { code, message }) => Unanswered::Unreachable(
                     format!("tools/list failed: JSON-RPC error {code}: {message}"),
                 ),
+                Classified::Answer(Reply::Unusable(why)) => {
+                    Unanswered::Unreachable(format!("tools/list failed: {why}"))
+                }
                 Classified::Answer(Reply::Result(_)) => {
                     Unanswered::Unreachable("tools/list failed".into())
                 }
@@ -422,6 +447,7 @@ impl Connection {
             peer: Some(self.peer.clone()),
             id: handle.id.clone(),
         };
+        let sent = std::time::Instant::now();
         let answer = handle.await_response().await;
         // await_response sends its own cancellation on timeout; an answer needs none.
         guard.peer = None;
@@ -436,10 +462,18 @@ impl Connection {
                     result_kind(&other)
                 ),
             }),
-            Err(e) => match self.classify(e) {
-                Classified::Answer(reply) => Ok(reply),
-                Classified::Unanswered(u) => Err(u),
-            },
+            Err(e) => {
+                match self.classify(e) {
+                    Classified::Answer(reply) => Ok(reply),
+                    Classified::Unanswered(Unanswered::Timeout(waited)) => {
+                        let seen = self.faults.as_ref().and_then(|f| f.since(sent));
+                        Err(seen.map_or(Unanswered::Timeout(waited), |seen| {
+                            Unanswered::Unreadable { waited, seen }
+                        }))
+                    }
+                    Classified::Unanswered(u) => Err(u),
+                }
+            }
         }
     }
 
@@ -460,6 +494,9 @@ impl Connection {
                     return Classified::Unanswered(Unanswered::Gone(
                         "the server did not answer in time".into(),
                     ));
+                }
+                if code == lines::UNUSABLE_ANSWER {
+                    return Classified::Answer(Reply::Unusable(data.message.to_string()));
                 }
                 Classified::Answer(Reply::RpcError {
                     code,
