@@ -320,20 +320,24 @@ impl Config {
         Ok(config)
     }
 
-    /// The built-in servers: this binary's `serve files --root <cwd>` and `serve analysis`.
+    /// The built-in servers: this binary's `serve files --root <data dir>/work` (see
+    /// [`crate::paths::work_dir`]) and `serve analysis`.
     pub fn builtin() -> Self {
         let exe = std::env::current_exe()
             .map(|p| p.to_string_lossy().into_owned())
             .unwrap_or_else(|_| "maljan".into());
-        let cwd = std::env::current_dir()
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_else(|_| ".".into());
+        let work = crate::paths::work_dir(&crate::paths::data_dir());
+        if let Err(e) = crate::paths::create_private_dir(&work) {
+            // The files server then says at start-up that its root is missing.
+            tracing::debug!("cannot create {}: {e}", work.display());
+        }
+        let work = work.to_string_lossy().into_owned();
         let mut servers = BTreeMap::new();
         servers.insert(
             "files".to_string(),
             ServerConfig {
                 command: exe.clone(),
-                args: vec!["serve".into(), "files".into(), "--root".into(), cwd],
+                args: vec!["serve".into(), "files".into(), "--root".into(), work],
                 enabled: true,
                 label: "maljan files (built-in)".into(),
                 ..Default::default()

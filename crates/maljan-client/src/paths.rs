@@ -15,6 +15,22 @@ pub fn data_dir() -> PathBuf {
     Path::new(&home).join(".local/share/maljan")
 }
 
+/// Where the built-in files server may work: `<data dir>/work`, private (0700). Its default
+/// root, so a configuration nobody wrote reaches no file of the user's beyond it (not the
+/// current directory, not the temp dir); `maljan analyze` narrows it to one directory per run.
+pub fn work_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("work")
+}
+
+/// Creates `dir` (and its parents) readable by its owner only.
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
 /// The config file: `explicit` (the `--config` flag), else `MALJAN_CONFIG`, else
 /// `<data dir>/config.toml`.
 pub fn config_path(explicit: Option<&Path>) -> PathBuf {

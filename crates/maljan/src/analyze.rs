@@ -68,9 +68,12 @@ pub async fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     let sample = std::fs::canonicalize(&args.sample)?;
 
     let mut config = Config::load(args.config.as_deref())?;
-    if !config.from_file {
+    let run_dir = if config.from_file {
+        None
+    } else {
         allow_sample_dir(&mut config, &sample);
-    }
+        confine_files_to_run_dir(&mut config)
+    };
     let (plan, plan_file) = Plan::discover(args.steps.as_deref(), &config.path)?;
     if let Some(list) = &args.servers {
         for name in list {
@@ -105,6 +108,10 @@ pub async fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     .await;
     drop(job);
     runtime.shutdown().await;
+    if let Some(dir) = &run_dir {
+        // Kept when a step left something in it: that is the run's output, not litter.
+        let _ = std::fs::remove_dir(dir);
+    }
 
     let path = match &args.report {
         Some(p) => p.clone(),
@@ -152,6 +159,21 @@ fn allow_sample_dir(config: &mut Config, sample: &Path) {
             server.args.push(root.to_string_lossy().into_owned());
         }
     }
+}
+
+/// The built-in files server works in this run's own directory, `<data dir>/work/run-…`
+/// (0700), not in all of the work directory. Returns it, to be removed if left empty.
+fn confine_files_to_run_dir(config: &mut Config) -> Option<PathBuf> {
+    let server = config.servers.get_mut("files")?;
+    let root = server.args.iter().position(|a| a == "--root")? + 1;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir = maljan_client::paths::work_dir(&config.data_dir)
+        .join(format!("run-{stamp}-{}", std::process::id()));
+    maljan_client::paths::create_private_dir(&dir).ok()?;
+    *server.args.get_mut(root)? = dir.to_string_lossy().into_owned();
+    Some(dir)
 }
 
 fn default_report_path(name: &str, sha256: &str, format: Format) -> PathBuf {
