@@ -2,8 +2,8 @@
 //! server reachable over a network needs: Host and Origin allow-lists against DNS rebinding, a
 //! request size bound (see [`crate::http_guard`]), an optional bearer token compared in
 //! constant time, and bounds on what a client can hold before it authenticates: a connection
-//! cap, a deadline for a request's head (which also closes an idle kept-alive connection), and
-//! idle sessions expired.
+//! cap, a deadline for a request's head (which also closes an idle kept-alive connection), a
+//! session cap, and idle sessions expired.
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
@@ -23,7 +23,7 @@ use subtle::ConstantTimeEq;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    http_guard::{read_message, refuse_malformed},
+    http_guard::{MessageLimits, read_message, refuse_malformed},
     protocol::McpHandler,
     server::ToolServer,
     staging::{Intake, StagingStore, intake},
@@ -54,6 +54,8 @@ pub struct HttpOptions {
     pub header_timeout: Duration,
     /// A session that has seen no request for this long is closed and forgotten.
     pub session_idle: Duration,
+    /// The most sessions open at once; an initialize beyond them gets 503 with Retry-After.
+    pub max_sessions: usize,
 }
 
 impl HttpOptions {
@@ -69,6 +71,7 @@ impl HttpOptions {
             max_connections: 256,
             header_timeout: Duration::from_secs(10),
             session_idle: SessionConfig::DEFAULT_KEEP_ALIVE,
+            max_sessions: 1000,
         }
     }
 }
@@ -113,15 +116,16 @@ where
         .enforce_origin_validation();
     let mut sessions = LocalSessionManager::default();
     sessions.session_config.keep_alive = Some(options.session_idle);
-    let service =
-        StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(sessions), config);
-    let mut router =
-        Router::new()
-            .nest_service("/mcp", service)
-            .layer(middleware::from_fn_with_state(
-                options.max_body_bytes,
-                read_message,
-            ));
+    let sessions = Arc::new(sessions);
+    let limits = MessageLimits {
+        max_body_bytes: options.max_body_bytes,
+        sessions: sessions.clone(),
+        max_sessions: options.max_sessions,
+    };
+    let service = StreamableHttpService::new(move || Ok(handler.clone()), sessions, config);
+    let mut router = Router::new()
+        .nest_service("/mcp", service)
+        .layer(middleware::from_fn_with_state(limits, read_message));
     if let Some(store) = &options.staging {
         let state = Intake {
             store: store.clone(),

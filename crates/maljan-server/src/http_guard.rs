@@ -4,11 +4,14 @@
 //!   request with two Host headers (RFC 9110 §7.2: 400), or whose Content-Length is over the
 //!   bound (413 at once, not after reading the bound's worth).
 //! - [`read_message`], just in front of rmcp: the body read whole under the bound (a chunked
-//!   body gets its 413 at the bound), an initialize that left out fields completed
+//!   body gets its 413 at the bound), an initialize refused with 503 while the most sessions
+//!   allowed are open, an initialize that left out fields completed
 //!   ([`complete_initialize`]), and a message rmcp cannot read answered as JSON-RPC says — an
 //!   error object, with `"id": null` when the id itself is what is wrong — by the same
 //!   function that answers it on stdio ([`crate::stdio_framing::decode`]), instead of rmcp's
 //!   plain-text 415.
+
+use std::sync::Arc;
 
 use axum::{
     body::Body,
@@ -18,6 +21,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use http_body_util::BodyExt;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde_json::{Value, json};
 
 use crate::{
@@ -55,12 +59,22 @@ pub(crate) async fn refuse_malformed(
     next.run(request).await
 }
 
+/// What [`read_message`] bounds.
+#[derive(Clone)]
+pub(crate) struct MessageLimits {
+    pub(crate) max_body_bytes: usize,
+    /// rmcp's sessions, counted before an initialize may open one more.
+    pub(crate) sessions: Arc<LocalSessionManager>,
+    pub(crate) max_sessions: usize,
+}
+
 /// Reads a POST's message whole and hands it to rmcp; answers what rmcp cannot read.
 pub(crate) async fn read_message(
-    State(max_body_bytes): State<usize>,
+    State(limits): State<MessageLimits>,
     request: Request,
     next: Next,
 ) -> Response {
+    let max_body_bytes = limits.max_body_bytes;
     if request.method() != Method::POST {
         return next.run(request).await;
     }
@@ -76,7 +90,21 @@ pub(crate) async fn read_message(
         }
         Err(_) => return plain(StatusCode::BAD_REQUEST, "the body could not be read\n"),
     };
-    let bytes = match completed_initialize(&parts.headers, &bytes) {
+    let opening = opening_initialize(&parts.headers, &bytes);
+    if opening.is_some() && limits.sessions.sessions.read().await.len() >= limits.max_sessions {
+        let why = format!(
+            "the server has the most sessions it keeps open ({}); one closes when it has been idle for a while\n",
+            limits.max_sessions
+        );
+        let mut refused = plain(StatusCode::SERVICE_UNAVAILABLE, &why);
+        refused
+            .headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("30"));
+        return refused;
+    }
+    let bytes = match opening
+        .and_then(|mut message| complete_initialize(&mut message).then(|| message.to_string()))
+    {
         Some(completed) => {
             parts
                 .headers
@@ -112,17 +140,17 @@ pub(crate) async fn read_message(
     (StatusCode::BAD_REQUEST, axum::Json(refusal)).into_response()
 }
 
-/// The body with an initialize's missing fields filled in, when it could open a session (no
-/// Mcp-Session-Id or MCP-Protocol-Version, which every later request carries) and needed it.
-fn completed_initialize(headers: &HeaderMap, body: &[u8]) -> Option<String> {
+/// The message, when it is an initialize that opens a session: without Mcp-Session-Id or
+/// MCP-Protocol-Version, which every later request carries.
+fn opening_initialize(headers: &HeaderMap, body: &[u8]) -> Option<Value> {
     let could_open_a_session = !headers.contains_key("mcp-session-id")
         && !headers.contains_key("mcp-protocol-version")
         && body.len() <= INITIALIZE_MAX_BYTES;
     if !could_open_a_session {
         return None;
     }
-    let mut message = serde_json::from_slice::<Value>(body).ok()?;
-    complete_initialize(&mut message).then(|| message.to_string())
+    let message = serde_json::from_slice::<Value>(body).ok()?;
+    (message.get("method").and_then(Value::as_str) == Some("initialize")).then_some(message)
 }
 
 fn plain(status: StatusCode, why: &str) -> Response {

@@ -2,7 +2,8 @@
 //! specifications say: a malformed id gets a JSON-RPC Invalid Request with `"id": null`, two
 //! Host headers 400, a Content-Length over the bound 413 before any body is read, a chunked
 //! body 413 at the bound; a client that trickles its head or idles is disconnected, the server
-//! serves at most so many connections at once, and an idle session expires.
+//! serves at most so many connections and keeps at most so many sessions at once, and an idle
+//! session expires.
 
 mod common;
 
@@ -217,6 +218,23 @@ async fn no_more_connections_than_the_cap_are_served_at_once() {
         .expect("served once a slot freed")
         .unwrap();
     assert_ne!(status(&answer), 0, "{answer}");
+}
+
+#[tokio::test]
+async fn no_more_sessions_than_the_cap_are_opened() {
+    let served = serve(|o| o.max_sessions = 3).await;
+    let addr = served.addr;
+    for _ in 0..3 {
+        open_session(addr).await;
+    }
+    let init = json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":common::init_params("2025-11-25")});
+    let body = init.to_string();
+    let answer = exchange(addr, &post_head(addr, "", body.len()), body.as_bytes()).await;
+    assert_eq!(status(&answer), 503, "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("retry-after: 30"),
+        "{answer}"
+    );
 }
 
 #[tokio::test]

@@ -105,6 +105,9 @@ pub struct HttpLimitArgs {
     /// gets 404 and starts a new one, as the MCP transport says).
     #[arg(long, default_value_t = 300, value_name = "SECS")]
     pub session_idle_secs: u64,
+    /// Sessions kept open at once; an initialize beyond them gets 503 with Retry-After.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub max_sessions: usize,
 }
 
 /// put_sample: how a client on another host hands this server a sample (on by default for --http).
@@ -264,6 +267,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             options.max_connections = limits.max_connections;
             options.header_timeout = std::time::Duration::from_secs(limits.header_timeout_secs);
             options.session_idle = std::time::Duration::from_secs(limits.session_idle_secs);
+            options.max_sessions = limits.max_sessions;
             maljan_server::serve_http(server, options, Default::default()).await?;
         }
     }

@@ -48,12 +48,18 @@ fn closing_stdin_mid_call_ends_the_server_within_a_second_or_so() {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
-        assert!(Instant::now() < deadline, "still running 10 s after stdin closed");
+        assert!(
+            Instant::now() < deadline,
+            "still running 10 s after stdin closed"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     let took = closed.elapsed();
     assert!(status.success(), "{status}");
     // A second for the call still running, and a little for the process to end: not the
     // minute the download would have waited, nor rmcp's own 5 s drain.
-    assert!(took < Duration::from_millis(2500), "exited {took:?} after stdin closed");
+    assert!(
+        took < Duration::from_millis(2500),
+        "exited {took:?} after stdin closed"
+    );
 }
