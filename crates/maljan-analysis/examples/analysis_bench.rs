@@ -41,7 +41,11 @@ fn run(op: &str, b: &[u8]) -> Value {
         "ssdeep" => json!(hashes::ssdeep(b)),
         "tlsh" => json!(hashes::tlsh(b)),
         "md5" => json!(hashes::hash_bytes(&b[..0], false).md5),
-        "pe_info" => match pe::pe_info(b, Default::default()) {
+        "pe_info" => match pe::pe_info(
+            b,
+            Default::default(),
+            &maljan_analysis::budget::Budget::for_file(b.len(), &|| false),
+        ) {
             Ok(i) => {
                 json!({"imphash": i.imphash, "sections": i.sections.map(|s| s.len()), "imports": i.import_count})
             }

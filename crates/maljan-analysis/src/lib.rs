@@ -12,6 +12,7 @@
 //! server: hostile input comes back as an error or a partial answer (see the proptests).
 
 pub mod archive;
+pub mod budget;
 pub mod carve;
 pub mod common;
 pub mod document;
@@ -23,9 +24,11 @@ pub mod identify;
 mod identify_text;
 pub mod iocs;
 pub mod macho;
+mod macho_parts;
 pub mod ole;
 mod pdf;
 pub mod pe;
+mod pe_imports;
 mod pe_parts;
 pub mod search;
 pub mod strings;

@@ -6,7 +6,7 @@
 mod corpus;
 
 use maljan_analysis::{
-    archive, carve, document, elf, entropy, identify, iocs, macho, ole, pe, strings,
+    archive, budget::Budget, carve, document, elf, entropy, identify, iocs, macho, ole, pe, strings,
 };
 use proptest::prelude::*;
 
@@ -28,13 +28,14 @@ fn seeds() -> Vec<Vec<u8>> {
 fn every_parser(b: &[u8]) {
     let before = maljan_analysis::common::contained_panics();
     let _ = identify(b);
-    let _ = pe::pe_info(b, Default::default());
-    let _ = elf::elf_info(b, 100);
-    let _ = macho::macho_info(b, 100);
+    let budget = || Budget::for_file(b.len(), &|| false);
+    let _ = pe::pe_info(b, Default::default(), &budget());
+    let _ = elf::elf_info(b, 100, &budget());
+    let _ = macho::macho_info(b, 100, &budget());
     let _ = archive::list(b, 100);
     let _ = document::document_info(b, 100);
     let _ = carve::carve(b, 100, &|| false);
-    let _ = entropy::sections(b);
+    let _ = entropy::sections(b, &budget());
     let q = strings::StringQuery {
         min_len: 4,
         ascii: true,

@@ -12,6 +12,11 @@ use maljan_server::{ErrorCode, Roots, ToolServer};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
+/// The budget a tool gives a file of this size, never cancelled.
+fn unlimited(b: &[u8]) -> maljan_analysis::budget::Budget<'static> {
+    maljan_analysis::budget::Budget::for_file(b.len(), &|| false)
+}
+
 struct Fixture {
     dir: tempfile::TempDir,
     server: Arc<ToolServer>,
@@ -154,7 +159,7 @@ fn identify_by_content() {
 
 #[test]
 fn pe_facts() {
-    let info = pe::pe_info(&corpus::pe(), Default::default()).unwrap();
+    let info = pe::pe_info(&corpus::pe(), Default::default(), &unlimited(&corpus::pe())).unwrap();
     assert_eq!(info.machine, "x86-64");
     assert_eq!(info.bits, 64);
     assert!(!info.is_dll);
@@ -203,7 +208,12 @@ fn pe_facts() {
         info.anomalies
     );
     // Not a PE: unsupported_format, not a panic.
-    let not_pe = pe::pe_info(&corpus::elf(), Default::default()).unwrap_err();
+    let not_pe = pe::pe_info(
+        &corpus::elf(),
+        Default::default(),
+        &unlimited(&corpus::elf()),
+    )
+    .unwrap_err();
     assert_eq!(
         not_pe.code,
         ErrorCode::UnsupportedFormat,
@@ -214,7 +224,7 @@ fn pe_facts() {
 
 #[test]
 fn elf_and_macho_facts() {
-    let e = elf::elf_info(&corpus::elf(), 100).unwrap();
+    let e = elf::elf_info(&corpus::elf(), 100, &unlimited(&corpus::elf())).unwrap();
     assert_eq!(
         (e.bits, e.machine.as_str(), e.r#type.as_str()),
         (64, "x86-64", "relocatable")
@@ -225,7 +235,7 @@ fn elf_and_macho_facts() {
             .any(|s| s.name == ".text" && s.flags.contains('x'))
     );
     assert!(e.sections.iter().any(|s| s.name == ".rodata.c2"));
-    let m = macho::macho_info(&corpus::macho(), 100).unwrap();
+    let m = macho::macho_info(&corpus::macho(), 100, &unlimited(&corpus::macho())).unwrap();
     assert!(!m.universal);
     let a = &m.architectures[0];
     assert_eq!(
