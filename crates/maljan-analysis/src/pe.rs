@@ -338,7 +338,8 @@ pub struct PeInfoArgs {
     #[serde(default = "yes")]
     #[schemars(default = "yes")]
     pub sections: bool,
-    /// Include imports, by DLL.
+    /// Include imports, by DLL (false also leaves out the imphash and import_count: the import
+    /// table is not read at all).
     #[serde(default = "yes")]
     #[schemars(default = "yes")]
     pub imports: bool,

@@ -105,6 +105,52 @@ fn section_bomb_macho() -> Vec<u8> {
     b
 }
 
+/// A 64-bit Mach-O with one segment over the whole file and an LC_DYLD_INFO_ONLY whose bind
+/// opcodes and export trie are `bind` and `trie`.
+fn macho_with_dyld_info(bind: &[u8], trie: &[u8]) -> Vec<u8> {
+    let data = 32 + 72 + 48;
+    let len = data + bind.len() + trie.len();
+    let mut b = vec![0u8; len];
+    put32(&mut b, 0, 0xfeed_facf);
+    put32(&mut b, 4, 0x0100_0007);
+    put32(&mut b, 8, 3);
+    put32(&mut b, 12, 2);
+    put32(&mut b, 16, 2);
+    put32(&mut b, 20, 72 + 48);
+    let seg = 32;
+    put32(&mut b, seg, 0x19);
+    put32(&mut b, seg + 4, 72);
+    b[seg + 8..seg + 14].copy_from_slice(b"__TEXT");
+    put64(&mut b, seg + 32, len as u64);
+    put64(&mut b, seg + 48, len as u64);
+    put32(&mut b, seg + 56, 5);
+    put32(&mut b, seg + 60, 5);
+    let info = seg + 72;
+    put32(&mut b, info, 0x8000_0022);
+    put32(&mut b, info + 4, 48);
+    put32(&mut b, info + 16, data as u32);
+    put32(&mut b, info + 20, bind.len() as u32);
+    put32(&mut b, info + 40, (data + bind.len()) as u32);
+    put32(&mut b, info + 44, trie.len() as u32);
+    b[data..data + bind.len()].copy_from_slice(bind);
+    b[data + bind.len()..].copy_from_slice(trie);
+    b
+}
+
+/// Bind opcodes that name one symbol, then bind it 2^62 times in one repeat opcode.
+fn bind_bomb_macho() -> Vec<u8> {
+    let mut bind = vec![0x40, b'_', b'x', 0, 0x70, 0x00];
+    bind.push(0xc0);
+    bind.extend([0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40]); // 2^62
+    bind.extend([0x00, 0x00]); // skip 0, then DONE
+    macho_with_dyld_info(&bind, &[])
+}
+
+/// An export trie whose root's only edge leads back to the root.
+fn trie_loop_macho() -> Vec<u8> {
+    macho_with_dyld_info(&[], &[0x00, 0x01, b'a', 0x00, 0x00])
+}
+
 struct Server {
     _dir: tempfile::TempDir,
     samples: PathBuf,
@@ -264,4 +310,33 @@ async fn a_macho_whose_segments_claim_four_billion_sections_each_is_read_within_
     assert_eq!(v["sections"].as_array().unwrap().len(), 0);
 
     every_tool_answers_within_its_budget(&server, "bomb.macho", macho.len()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_macho_binding_one_symbol_four_quintillion_times_is_refused_with_the_limit() {
+    let macho = bind_bomb_macho();
+    let server = Server::new(&[("bind.macho", macho.clone())]);
+    let (v, is_error) = server
+        .call("macho_info", json!({"path": server.path("bind.macho")}))
+        .await;
+    assert!(is_error, "{v}");
+    assert_eq!(error_code(&v), "tool_failed", "{v}");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("more Mach-O bind entries than a"),
+        "{message}"
+    );
+    every_tool_answers_within_its_budget(&server, "bind.macho", macho.len()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_macho_whose_export_trie_loops_is_read_once_per_node() {
+    let macho = trie_loop_macho();
+    let server = Server::new(&[("loop.macho", macho.clone())]);
+    let (v, is_error) = server
+        .call("macho_info", json!({"path": server.path("loop.macho")}))
+        .await;
+    assert!(!is_error, "{v}");
+    assert_eq!(v["architectures"][0]["export_count"], 0, "{v}");
+    every_tool_answers_within_its_budget(&server, "loop.macho", macho.len()).await;
 }
