@@ -33,14 +33,14 @@ fn run(op: &str, b: &[u8]) -> Value {
         "strings_ascii" => json!(count_strings(b, true, false)),
         "strings" => json!(count_strings(b, true, true)),
         "sha256" => json!(hashes::sha256_hex(b)),
-        "hashes" => json!(hashes::hash_bytes(b, false).sha256),
+        "hashes" => json!(hashes::hash_bytes(b, false, &|| false).unwrap().sha256),
         "hashes_fuzzy" => {
-            let h = hashes::hash_bytes(b, true);
+            let h = hashes::hash_bytes(b, true, &|| false).unwrap();
             json!({"ssdeep": h.ssdeep, "tlsh": h.tlsh})
         }
         "ssdeep" => json!(hashes::ssdeep(b)),
         "tlsh" => json!(hashes::tlsh(b)),
-        "md5" => json!(hashes::hash_bytes(&b[..0], false).md5),
+        "md5" => json!(hashes::hash_bytes(&b[..0], false, &|| false).unwrap().md5),
         "pe_info" => match pe::pe_info(
             b,
             Default::default(),

@@ -32,7 +32,7 @@ fn every_parser(b: &[u8]) {
     let _ = pe::pe_info(b, Default::default(), &budget());
     let _ = elf::elf_info(b, 100, &budget());
     let _ = macho::macho_info(b, 100, &budget());
-    let _ = archive::list(b, 100);
+    let _ = archive::list(b, 100, &budget());
     let _ = document::document_info(b, 100);
     let _ = carve::carve(b, 100, &|| false);
     let _ = entropy::sections(b, &budget());

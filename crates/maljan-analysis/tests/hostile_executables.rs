@@ -3,12 +3,10 @@
 //! claiming 0xFFFFFFFF sections. Every parsing tool answers within its budget — a result bounded
 //! by the file's size or an error naming the limit — and the server answers the next call.
 
-use std::{path::PathBuf, sync::Arc, time::Duration};
+mod server;
 
-use maljan_analysis::{AnalysisConfig, registry};
-use maljan_server::{Roots, ToolServer};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
+use server::{Server, error_code};
 
 const DESCRIPTORS: usize = 50_000;
 const THUNKS: usize = 50_000;
@@ -149,64 +147,6 @@ fn bind_bomb_macho() -> Vec<u8> {
 /// An export trie whose root's only edge leads back to the root.
 fn trie_loop_macho() -> Vec<u8> {
     macho_with_dyld_info(&[], &[0x00, 0x01, b'a', 0x00, 0x00])
-}
-
-struct Server {
-    _dir: tempfile::TempDir,
-    samples: PathBuf,
-    server: Arc<ToolServer>,
-}
-
-impl Server {
-    fn new(files: &[(&str, Vec<u8>)]) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let samples = dir.path().join("samples");
-        std::fs::create_dir(&samples).unwrap();
-        for (name, data) in files {
-            std::fs::write(samples.join(name), data).unwrap();
-        }
-        std::fs::write(samples.join("small.txt"), b"hello http://example.com/x").unwrap();
-        let config = AnalysisConfig {
-            roots: Roots::new([&samples]).unwrap(),
-            rules_dir: None,
-        };
-        let server = ToolServer::new("analysis", "test", registry(config));
-        Self {
-            _dir: dir,
-            samples,
-            server,
-        }
-    }
-
-    fn path(&self, name: &str) -> String {
-        self.samples.join(name).display().to_string()
-    }
-
-    /// Calls `tool`; a ceiling of 20 s only catches unbounded work, it times nothing.
-    async fn call(&self, tool: &str, args: Value) -> (Value, bool) {
-        let Value::Object(map) = args else {
-            panic!("arguments must be an object")
-        };
-        let call = self.server.call(tool, map, CancellationToken::new(), None);
-        let out = tokio::time::timeout(Duration::from_secs(20), call)
-            .await
-            .unwrap_or_else(|_| panic!("{tool} did not answer within 20 s"))
-            .expect("tool exists");
-        (out.value, out.is_error)
-    }
-
-    /// The server still answers an ordinary call.
-    async fn still_answers(&self) {
-        let (v, is_error) = self
-            .call("identify_file", json!({"path": self.path("small.txt")}))
-            .await;
-        assert!(!is_error, "{v}");
-        assert_eq!(v["kind"], "text", "{v}");
-    }
-}
-
-fn error_code(v: &Value) -> &str {
-    v["error"]["code"].as_str().unwrap_or("")
 }
 
 /// Every tool that parses the sample, with the arguments that make it parse most.

@@ -321,7 +321,12 @@ fn pdf_javascript_openaction_uris_embedded() {
 
 #[test]
 fn archives() {
-    let z = archive::list(&corpus::zip_archive(), 100).unwrap();
+    let z = archive::list(
+        &corpus::zip_archive(),
+        100,
+        &unlimited(&corpus::zip_archive()),
+    )
+    .unwrap();
     assert_eq!((z.format.as_str(), z.entry_count), ("zip", 3));
     assert_eq!(z.comment.as_deref(), Some("maljan test archive"));
     let by_name = |n: &str| {
@@ -334,7 +339,12 @@ fn archives() {
     };
     assert!(by_name("../../evil.sh").contains(&"path_traversal".to_string()));
     assert!(by_name("invoice.pdf.exe").contains(&"double_extension".to_string()));
-    let t = archive::list(&corpus::tar_archive(), 100).unwrap();
+    let t = archive::list(
+        &corpus::tar_archive(),
+        100,
+        &unlimited(&corpus::tar_archive()),
+    )
+    .unwrap();
     assert_eq!(
         t.entries
             .iter()
@@ -342,10 +352,20 @@ fn archives() {
             .collect::<Vec<_>>(),
         [("a/one.txt", 3), ("a/two.bin", 1000)]
     );
-    let tgz = archive::list(&corpus::gzip(&corpus::tar_archive(), "a.tar"), 100).unwrap();
+    let tgz = archive::list(
+        &corpus::gzip(&corpus::tar_archive(), "a.tar"),
+        100,
+        &unlimited(b""),
+    )
+    .unwrap();
     assert_eq!((tgz.format.as_str(), tgz.entry_count), ("tar.gz", 2));
     assert_eq!(tgz.details["original_name"], "a.tar");
-    let gz = archive::list(&corpus::gzip(b"just a note", "note.txt"), 100).unwrap();
+    let gz = archive::list(
+        &corpus::gzip(b"just a note", "note.txt"),
+        100,
+        &unlimited(b""),
+    )
+    .unwrap();
     assert_eq!(
         (gz.entries[0].name.as_str(), gz.entries[0].size),
         ("note.txt", 11)
@@ -353,11 +373,13 @@ fn archives() {
     let seven = archive::list(
         &[b"7z\xBC\xAF\x27\x1C\x00\x04".to_vec(), vec![0; 40]].concat(),
         100,
+        &unlimited(b""),
     )
     .unwrap();
     assert_eq!(seven.format, "7z");
     assert!(seven.without[0].contains("7z"));
-    let not_archive = archive::list(b"plain text, not an archive", 10).unwrap_err();
+    let not_archive =
+        archive::list(b"plain text, not an archive", 10, &unlimited(b"")).unwrap_err();
     assert_eq!(
         not_archive.code,
         ErrorCode::UnsupportedFormat,
