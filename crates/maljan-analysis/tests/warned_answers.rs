@@ -127,6 +127,10 @@ async fn a_zip_symlink_member_is_listed_as_a_symlink_with_its_target() {
 #[tokio::test]
 async fn macho_info_reads_a_64_bit_universal_header() {
     let server = Server::new(&[("fat64.macho", fat64_macho())]);
+    let (v, _) = server
+        .call("identify_file", json!({"path": server.path("fat64.macho")}))
+        .await;
+    assert_eq!(v["kind"], "macho", "{v}");
     let (v, is_error) = server
         .call("macho_info", json!({"path": server.path("fat64.macho")}))
         .await;
