@@ -15,26 +15,42 @@ use crate::{
 
 /// Shannon entropy in bits per byte (0..=8), rounded to 4 decimals.
 pub fn shannon(bytes: &[u8]) -> f64 {
-    if bytes.is_empty() {
-        return 0.0;
-    }
+    let mut counts = [0u64; 256];
+    count_bytes(bytes, &mut counts);
+    entropy_of(&counts)
+}
+
+/// Adds how often each byte value occurs in `bytes` to `counts` (so a long input can be counted
+/// chunk by chunk).
+pub fn count_bytes(bytes: &[u8], counts: &mut [u64; 256]) {
     // Four histograms break the store-to-load dependency on runs of one byte value.
-    let mut counts = [[0u64; 256]; 4];
+    let mut lanes = [[0u64; 256]; 4];
     let mut chunks = bytes.chunks_exact(4);
     for c in &mut chunks {
-        counts[0][c[0] as usize] += 1;
-        counts[1][c[1] as usize] += 1;
-        counts[2][c[2] as usize] += 1;
-        counts[3][c[3] as usize] += 1;
+        lanes[0][c[0] as usize] += 1;
+        lanes[1][c[1] as usize] += 1;
+        lanes[2][c[2] as usize] += 1;
+        lanes[3][c[3] as usize] += 1;
     }
     for &b in chunks.remainder() {
-        counts[0][b as usize] += 1;
+        lanes[0][b as usize] += 1;
     }
-    let n = bytes.len() as f64;
-    let h: f64 = (0..256)
-        .map(|i| counts[0][i] + counts[1][i] + counts[2][i] + counts[3][i])
-        .filter(|&c| c > 0)
-        .map(|c| {
+    for (i, count) in counts.iter_mut().enumerate() {
+        *count += lanes[0][i] + lanes[1][i] + lanes[2][i] + lanes[3][i];
+    }
+}
+
+/// The Shannon entropy of a byte histogram, rounded to 4 decimals.
+pub fn entropy_of(counts: &[u64; 256]) -> f64 {
+    let n: u64 = counts.iter().sum();
+    if n == 0 {
+        return 0.0;
+    }
+    let n = n as f64;
+    let h: f64 = counts
+        .iter()
+        .filter(|&&c| c > 0)
+        .map(|&c| {
             let p = c as f64 / n;
             -p * p.log2()
         })
