@@ -417,3 +417,133 @@ Hashes: 44d88612fea8a8f36de82e1278abb02f 3395856ce81f2b7382dee72602f798b642f1414
 275a021bbfb6489e54d471899f7db9d1663fc695ec2fe2a2c4538aabf651fd0f\n\
 Persist HKCU\\Software\\Microsoft\\Windows\\CurrentVersion\\Run\\updater\n\
 Drop C:\\Users\\Public\\Libraries\\svc.exe and /tmp/.cache/kworker\n";
+
+// Executables built to exhaust parsers (issue 18): counts that claim far more than the file holds.
+
+/// A PE32+ whose one section holds `descriptors` import descriptors that all share one thunk
+/// array of `thunks` entries naming one function (50,000 of each: 1.4 MB on disk, 2.5 billion
+/// imports as claimed).
+pub fn import_bomb_pe(descriptors_n: usize, thunks_n: usize) -> Vec<u8> {
+    const SECTION_RVA: u32 = 0x1000;
+    const SECTION_RAW: usize = 0x200;
+    let descriptors = 0;
+    let thunks = (descriptors_n + 1) * 20 + 4; // after the null descriptor, 8-aligned
+    let hint_name = thunks + (thunks_n + 1) * 8;
+    let dll_name = hint_name + 8;
+    let section_size = (dll_name + 16).next_multiple_of(0x200);
+    let rva = |off: usize| SECTION_RVA + off as u32;
+    let mut b = vec![0u8; SECTION_RAW + section_size];
+    b[..2].copy_from_slice(b"MZ");
+    put32(&mut b, 0x3c, 0x80);
+    let pe = 0x80;
+    b[pe..pe + 4].copy_from_slice(b"PE\0\0");
+    put16(&mut b, pe + 4, 0x8664);
+    put16(&mut b, pe + 6, 1);
+    put32(&mut b, pe + 8, 1_600_000_000);
+    put16(&mut b, pe + 20, 240);
+    put16(&mut b, pe + 22, 0x0022);
+    let o = pe + 24;
+    put16(&mut b, o, 0x20b);
+    put32(&mut b, o + 16, SECTION_RVA);
+    put64(&mut b, o + 24, 0x1_4000_0000);
+    put32(&mut b, o + 32, 0x1000);
+    put32(&mut b, o + 36, 0x200);
+    put16(&mut b, o + 40, 6);
+    put16(&mut b, o + 48, 6);
+    put32(&mut b, o + 56, SECTION_RVA + section_size as u32);
+    put32(&mut b, o + 60, 0x200);
+    put16(&mut b, o + 68, 3);
+    put32(&mut b, o + 108, 16);
+    put32(&mut b, o + 112 + 8, rva(descriptors));
+    put32(&mut b, o + 112 + 12, (descriptors_n * 20) as u32);
+    let st = o + 240;
+    b[st..st + 6].copy_from_slice(b".idata");
+    put32(&mut b, st + 8, section_size as u32);
+    put32(&mut b, st + 12, SECTION_RVA);
+    put32(&mut b, st + 16, section_size as u32);
+    put32(&mut b, st + 20, SECTION_RAW as u32);
+    put32(&mut b, st + 36, 0xC000_0040);
+    let s = SECTION_RAW;
+    for i in 0..descriptors_n {
+        let d = s + descriptors + i * 20;
+        put32(&mut b, d, rva(thunks));
+        put32(&mut b, d + 12, rva(dll_name));
+        put32(&mut b, d + 16, rva(thunks));
+    }
+    for i in 0..thunks_n {
+        put64(&mut b, s + thunks + i * 8, u64::from(rva(hint_name)));
+    }
+    b[s + hint_name + 2..s + hint_name + 4].copy_from_slice(b"A\0");
+    b[s + dll_name..s + dll_name + 8].copy_from_slice(b"k32.dll\0");
+    b
+}
+
+/// A 64-bit Mach-O executable with `segments` LC_SEGMENT_64 commands of 72 bytes (room for no
+/// section), each claiming 0xFFFFFFFF sections.
+pub fn section_bomb_macho(segments: usize) -> Vec<u8> {
+    let len = 32 + segments * 72;
+    let mut b = vec![0u8; len];
+    put32(&mut b, 0, 0xfeed_facf);
+    put32(&mut b, 4, 0x0100_0007);
+    put32(&mut b, 8, 3);
+    put32(&mut b, 12, 2);
+    put32(&mut b, 16, segments as u32);
+    put32(&mut b, 20, (segments * 72) as u32);
+    for i in 0..segments {
+        let c = 32 + i * 72;
+        put32(&mut b, c, 0x19);
+        put32(&mut b, c + 4, 72);
+        b[c + 8..c + 12].copy_from_slice(b"__X\0");
+        put64(&mut b, c + 32, len as u64); // vmsize
+        put32(&mut b, c + 56, 7);
+        put32(&mut b, c + 60, 5);
+        put32(&mut b, c + 64, 0xFFFF_FFFF); // nsects
+    }
+    b
+}
+
+/// A 64-bit Mach-O with one segment over the whole file and an LC_DYLD_INFO_ONLY whose bind
+/// opcodes and export trie are `bind` and `trie`.
+pub fn macho_with_dyld_info(bind: &[u8], trie: &[u8]) -> Vec<u8> {
+    let data = 32 + 72 + 48;
+    let len = data + bind.len() + trie.len();
+    let mut b = vec![0u8; len];
+    put32(&mut b, 0, 0xfeed_facf);
+    put32(&mut b, 4, 0x0100_0007);
+    put32(&mut b, 8, 3);
+    put32(&mut b, 12, 2);
+    put32(&mut b, 16, 2);
+    put32(&mut b, 20, 72 + 48);
+    let seg = 32;
+    put32(&mut b, seg, 0x19);
+    put32(&mut b, seg + 4, 72);
+    b[seg + 8..seg + 14].copy_from_slice(b"__TEXT");
+    put64(&mut b, seg + 32, len as u64);
+    put64(&mut b, seg + 48, len as u64);
+    put32(&mut b, seg + 56, 5);
+    put32(&mut b, seg + 60, 5);
+    let info = seg + 72;
+    put32(&mut b, info, 0x8000_0022);
+    put32(&mut b, info + 4, 48);
+    put32(&mut b, info + 16, data as u32);
+    put32(&mut b, info + 20, bind.len() as u32);
+    put32(&mut b, info + 40, (data + bind.len()) as u32);
+    put32(&mut b, info + 44, trie.len() as u32);
+    b[data..data + bind.len()].copy_from_slice(bind);
+    b[data + bind.len()..].copy_from_slice(trie);
+    b
+}
+
+/// Bind opcodes that name one symbol, then bind it 2^62 times in one repeat opcode.
+pub fn bind_bomb_macho() -> Vec<u8> {
+    let mut bind = vec![0x40, b'_', b'x', 0, 0x70, 0x00];
+    bind.push(0xc0);
+    bind.extend([0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40]); // 2^62
+    bind.extend([0x00, 0x00]); // skip 0, then DONE
+    macho_with_dyld_info(&bind, &[])
+}
+
+/// An export trie whose root's only edge leads back to the root.
+pub fn trie_loop_macho() -> Vec<u8> {
+    macho_with_dyld_info(&[], &[0x00, 0x01, b'a', 0x00, 0x00])
+}
