@@ -51,7 +51,11 @@ fn run(op: &str, b: &[u8]) -> Value {
             }
             Err(e) => json!({"error": e.message}),
         },
-        "document_info" => match document::document_info(b, 100_000) {
+        "document_info" => match document::document_info(
+            b,
+            100_000,
+            &maljan_analysis::budget::Budget::for_file(b.len(), &|| false),
+        ) {
             Ok(d) => {
                 json!({"format": d.format, "streams": d.ole.as_ref().map(|o| o.stream_count), "macros": d.macros})
             }

@@ -22,13 +22,20 @@ const BASE_ITEMS: usize = 4096;
 const SCAN_FACTOR: u64 = 8;
 /// Bytes every parse may scan whatever the file's size.
 const BASE_SCAN: u64 = 1 << 20;
+/// Bytes a parse may inflate per byte of the file (OOXML parts, VBA source): XML deflates 10-30x
+/// in honest documents, overlapping zip entries and 1000x streams only in bombs.
+const INFLATE_FACTOR: u64 = 64;
+/// Bytes every parse may inflate whatever the file's size.
+const BASE_INFLATE: u64 = 64 << 20;
 
 pub struct Budget<'a> {
     file_len: usize,
     item_limit: usize,
     scan_limit: u64,
+    inflate_limit: u64,
     items: Cell<usize>,
     scanned: Cell<u64>,
+    inflated: Cell<u64>,
     cancel: &'a dyn Fn() -> bool,
 }
 
@@ -42,8 +49,12 @@ impl<'a> Budget<'a> {
             scan_limit: (file_len as u64)
                 .saturating_mul(SCAN_FACTOR)
                 .saturating_add(BASE_SCAN),
+            inflate_limit: (file_len as u64)
+                .saturating_mul(INFLATE_FACTOR)
+                .saturating_add(BASE_INFLATE),
             items: Cell::new(0),
             scanned: Cell::new(0),
+            inflated: Cell::new(0),
             cancel,
         }
     }
@@ -72,6 +83,21 @@ impl<'a> Budget<'a> {
                 "the file's {what} overlap so much that reading them costs more than {} bytes \
                  for a {}-byte file",
                 self.scan_limit, self.file_len
+            )));
+        }
+        Ok(())
+    }
+
+    /// Charges `n` bytes decompressed from the file for `what` (e.g. "OOXML parts").
+    pub fn inflate(&self, n: usize, what: &str) -> Result<(), ToolError> {
+        self.check_cancel()?;
+        let spent = self.inflated.get().saturating_add(n as u64);
+        self.inflated.set(spent);
+        if spent > self.inflate_limit {
+            return Err(self.exhausted(format!(
+                "its {what} decompress to more than {} bytes for a {}-byte file (a \
+                 decompression bomb, or entries sharing their data)",
+                self.inflate_limit, self.file_len
             )));
         }
         Ok(())

@@ -13,6 +13,8 @@ use regex::bytes::Regex;
 use schemars::JsonSchema;
 use serde::Serialize;
 
+use crate::budget::Budget;
+
 #[derive(Debug, Clone, Default, Serialize, JsonSchema, PartialEq)]
 pub struct PdfReport {
     pub version: Option<String>,
@@ -179,7 +181,7 @@ fn action_of(doc: &Document, dict: &Dictionary, r: &mut PdfReport) -> String {
         Some("JavaScript") => {
             if let Some(js) = dict.get(b"JS").ok().and_then(|o| text_of(doc, o)) {
                 let js = cut(js);
-                if !r.javascript.contains(&js) {
+                if r.javascript.len() < MAX_JAVASCRIPT && !r.javascript.contains(&js) {
                     r.javascript.push(js);
                 }
             }
@@ -218,8 +220,12 @@ fn action_of(doc: &Document, dict: &Dictionary, r: &mut PdfReport) -> String {
     }
 }
 
-/// Parses the structure with lopdf; the raw scan has already filled what it can.
-pub fn parse_structure(b: &[u8], r: &mut PdfReport) -> Result<(), String> {
+/// Most distinct JavaScript texts listed (each is compared with those kept: the list must stay
+/// short; the raw /JS count says how many there were).
+const MAX_JAVASCRIPT: usize = 1000;
+
+/// Parses the structure with lopdf within `budget`; the raw scan has already filled what it can.
+pub fn parse_structure(b: &[u8], r: &mut PdfReport, budget: &Budget) -> Result<(), String> {
     let doc = Document::load_mem(b).map_err(|e| {
         format!("the PDF structure could not be parsed ({e}); raw keyword counts only")
     })?;
@@ -251,7 +257,8 @@ pub fn parse_structure(b: &[u8], r: &mut PdfReport) -> Result<(), String> {
     }
     let mut files = BTreeSet::new();
     let mut streams = Vec::new();
-    for (id, obj) in doc.objects.iter().take(1_000_000) {
+    for (id, obj) in doc.objects.iter() {
+        budget.items(1, "PDF objects").map_err(|e| e.message)?;
         let dict = match obj {
             Object::Dictionary(d) => d,
             Object::Stream(s) => &s.dict,
@@ -266,7 +273,7 @@ pub fn parse_structure(b: &[u8], r: &mut PdfReport) -> Result<(), String> {
             && let Some(js) = text_of(&doc, js)
         {
             let js = cut(js);
-            if !r.javascript.contains(&js) {
+            if r.javascript.len() < MAX_JAVASCRIPT && !r.javascript.contains(&js) {
                 r.javascript.push(js);
             }
         }

@@ -60,7 +60,10 @@ fn every_parser(b: &[u8]) {
         ("elf", json_len(&elf::elf_info(b, 100, &budget()))),
         ("macho", json_len(&macho::macho_info(b, 100, &budget()))),
         ("archive", json_len(&archive::list(b, 100, &budget()))),
-        ("document", json_len(&document::document_info(b, 100))),
+        (
+            "document",
+            json_len(&document::document_info(b, 100, &budget())),
+        ),
         (
             "carve",
             json_len(&Ok::<_, ()>(carve::carve(b, 100, &|| false))),
@@ -87,7 +90,7 @@ fn every_parser(b: &[u8]) {
     ));
     let _ = ole::ovba_decompress(b);
     let _ = ole::parse_dir(b);
-    sizes.push(("ole", json_len(&ole::analyze(b, 100))));
+    sizes.push(("ole", json_len(&ole::analyze(b, 100, &budget()))));
     for (parser, size) in sizes {
         assert!(
             size <= bound,
