@@ -397,7 +397,7 @@ fn undecoded(format: &str, b: &[u8], why: &str) -> Listing {
 /// Lists an archive by its content, within `budget`.
 pub fn list(b: &[u8], max: usize, budget: &Budget) -> Result<Listing, ToolError> {
     contain("archive", || {
-        let kind = identify(&b[..b.len().min(1 << 20)]);
+        let kind = identify(b);
         match kind.kind.as_str() {
             "zip" | "ooxml" | "jar" | "apk" | "odf" => {
                 let mut l = list_zip(b, max, budget)?;

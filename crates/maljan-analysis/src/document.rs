@@ -284,7 +284,7 @@ pub fn document_info(
     budget: &Budget,
 ) -> Result<DocumentReport, ToolError> {
     contain("document", || {
-        let kind = identify(&b[..b.len().min(1 << 20)]);
+        let kind = identify(b);
         let mut r = DocumentReport {
             description: kind.description.clone(),
             ..Default::default()
