@@ -547,3 +547,27 @@ pub fn bind_bomb_macho() -> Vec<u8> {
 pub fn trie_loop_macho() -> Vec<u8> {
     macho_with_dyld_info(&[], &[0x00, 0x01, b'a', 0x00, 0x00])
 }
+
+/// An OOXML package whose `copies` relationship parts all share one deflate stream of 16 MiB of
+/// spaces (64 copies: about a megabyte on disk, a gigabyte inflated).
+pub fn inflation_bomb_docx(copies: usize) -> Vec<u8> {
+    let opts = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    let mut one = zip::ZipWriter::new(Cursor::new(Vec::new()));
+    one.start_file("blob", opts).unwrap();
+    one.write_all(&vec![b' '; 16 << 20]).unwrap();
+    let one = one.finish().unwrap().into_inner();
+    let mut source = zip::ZipArchive::new(Cursor::new(one)).unwrap();
+
+    let mut w = zip::ZipWriter::new(Cursor::new(Vec::new()));
+    w.start_file("[Content_Types].xml", opts).unwrap();
+    w.write_all(br#"<?xml version="1.0"?><Types/>"#).unwrap();
+    w.start_file("word/document.xml", opts).unwrap();
+    w.write_all(b"<w:document/>").unwrap();
+    for i in 0..copies {
+        let blob = source.by_name("blob").unwrap();
+        w.raw_copy_file_rename(blob, format!("word/_rels/part{i}.xml.rels"))
+            .unwrap();
+    }
+    w.finish().unwrap().into_inner()
+}
