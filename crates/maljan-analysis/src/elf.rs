@@ -330,8 +330,8 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
                     let b = s.bytes();
                     let cancel = || ctx.is_cancelled();
                     let budget = Budget::for_file(b.len(), &cancel);
-                    let entropy = budget.entropy(b, "the whole file")?;
                     let info = elf_info(b, a.limit.max(1), &budget)?;
+                    let entropy = budget.entropy(b, "the whole file")?;
                     Ok(ElfInfoOutput { read_path: s.read_path(), size: b.len() as u64, entropy, info })
                 })
                 .await

@@ -400,8 +400,8 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
                     let b = s.bytes();
                     let cancel = || ctx.is_cancelled();
                     let budget = Budget::for_file(b.len(), &cancel);
-                    let entropy = budget.entropy(b, "the whole file")?;
                     let info = pe_info(b, parts, &budget)?;
+                    let entropy = budget.entropy(b, "the whole file")?;
                     Ok(PeInfoOutput { read_path: s.read_path(), size: b.len() as u64, entropy, info })
                 })
                 .await
