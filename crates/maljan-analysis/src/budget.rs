@@ -103,6 +103,11 @@ impl<'a> Budget<'a> {
         Ok(())
     }
 
+    /// How many more bytes may be inflated (for a library that takes a decompression limit).
+    pub fn inflate_left(&self) -> u64 {
+        self.inflate_limit.saturating_sub(self.inflated.get())
+    }
+
     /// The Shannon entropy of `data`, charged as scanning it, counted a MiB at a time so that a
     /// cancellation stops a long region part-way.
     pub fn entropy(&self, data: &[u8], what: &str) -> Result<f64, ToolError> {

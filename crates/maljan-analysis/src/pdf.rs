@@ -226,7 +226,13 @@ const MAX_JAVASCRIPT: usize = 1000;
 
 /// Parses the structure with lopdf within `budget`; the raw scan has already filled what it can.
 pub fn parse_structure(b: &[u8], r: &mut PdfReport, budget: &Budget) -> Result<(), String> {
-    let doc = Document::load_mem(b).map_err(|e| {
+    // lopdf inflates object and cross-reference streams while loading: hold each to what this
+    // file may still inflate (lopdf's own default is 256 MiB per stream).
+    let limit = budget
+        .inflate_left()
+        .min(lopdf::DEFAULT_MAX_DECOMPRESSED_SIZE as u64);
+    let options = lopdf::LoadOptions::with_max_decompressed_size(limit as usize);
+    let doc = Document::load_mem_with_options(b, options).map_err(|e| {
         format!("the PDF structure could not be parsed ({e}); raw keyword counts only")
     })?;
     r.encrypted = doc.is_encrypted() || doc.trailer.get(b"Encrypt").is_ok();
