@@ -248,6 +248,11 @@ fn record(out: &mut Vec<u8>, id: u16, data: &[u8]) {
 
 /// A decompressed VBA `dir` stream describing one module, Module1, at source offset 0.
 pub fn vba_dir() -> Vec<u8> {
+    vba_dir_of(1)
+}
+
+/// A decompressed VBA `dir` stream describing `modules` modules that all name the stream Module1.
+pub fn vba_dir_of(modules: usize) -> Vec<u8> {
     let mut d = Vec::new();
     record(&mut d, 0x0001, &1u32.to_le_bytes()); // PROJECTSYSKIND: win32
     record(&mut d, 0x0003, &1252u16.to_le_bytes()); // PROJECTCODEPAGE
@@ -256,19 +261,21 @@ pub fn vba_dir() -> Vec<u8> {
     d.extend_from_slice(&[0xAF, 0x01, 0, 0, 0x06, 0]);
     record(&mut d, 0x000F, &1u16.to_le_bytes()); // PROJECTMODULES count
     record(&mut d, 0x0013, &0xFFFFu16.to_le_bytes()); // PROJECTCOOKIE
-    record(&mut d, 0x0019, b"Module1");
-    record(&mut d, 0x001A, b"Module1");
-    record(
-        &mut d,
-        0x0032,
-        &"Module1"
-            .encode_utf16()
-            .flat_map(u16::to_le_bytes)
-            .collect::<Vec<_>>(),
-    );
-    record(&mut d, 0x0031, &0u32.to_le_bytes());
-    record(&mut d, 0x0021, &[]); // MODULETYPE procedural
-    record(&mut d, 0x002B, &[]); // module terminator
+    for _ in 0..modules {
+        record(&mut d, 0x0019, b"Module1");
+        record(&mut d, 0x001A, b"Module1");
+        record(
+            &mut d,
+            0x0032,
+            &"Module1"
+                .encode_utf16()
+                .flat_map(u16::to_le_bytes)
+                .collect::<Vec<_>>(),
+        );
+        record(&mut d, 0x0031, &0u32.to_le_bytes());
+        record(&mut d, 0x0021, &[]); // MODULETYPE procedural
+        record(&mut d, 0x002B, &[]); // module terminator
+    }
     record(&mut d, 0x0010, &[]); // dir terminator
     d
 }
@@ -570,4 +577,22 @@ pub fn inflation_bomb_docx(copies: usize) -> Vec<u8> {
             .unwrap();
     }
     w.finish().unwrap().into_inner()
+}
+
+/// An OLE2 file whose VBA `dir` stream lists `modules` modules that all name one module stream of
+/// `source_len` bytes of source (1000 of 1 MiB: a megabyte on disk, a gigabyte to read).
+pub fn shared_module_ole(modules: usize, source_len: usize) -> Vec<u8> {
+    let mut cf = cfb::CompoundFile::create(Cursor::new(Vec::new())).unwrap();
+    cf.create_storage("/VBA").unwrap();
+    cf.create_stream("/VBA/dir")
+        .unwrap()
+        .write_all(&ovba_compress(&vba_dir_of(modules)))
+        .unwrap();
+    let source: Vec<u8> = MACRO_SOURCE.bytes().cycle().take(source_len).collect();
+    cf.create_stream("/VBA/Module1")
+        .unwrap()
+        .write_all(&ovba_compress(&source))
+        .unwrap();
+    cf.flush().unwrap();
+    cf.into_inner().into_inner()
 }
