@@ -42,7 +42,10 @@ fn write_corpus(dir: &Path) {
         ("bind_bomb.macho", corpus::bind_bomb_macho()),
         ("trie_loop.macho", corpus::trie_loop_macho()),
         ("inflation_bomb.docx", corpus::inflation_bomb_docx(64)),
-        ("shared_modules.doc", corpus::shared_module_ole(1000, 1 << 20)),
+        (
+            "shared_modules.doc",
+            corpus::shared_module_ole(1000, 1 << 20),
+        ),
         ("sample.exe", corpus::pe()),
     ] {
         std::fs::write(dir.join(name), data).unwrap();
