@@ -33,21 +33,29 @@ fn run(op: &str, b: &[u8]) -> Value {
         "strings_ascii" => json!(count_strings(b, true, false)),
         "strings" => json!(count_strings(b, true, true)),
         "sha256" => json!(hashes::sha256_hex(b)),
-        "hashes" => json!(hashes::hash_bytes(b, false).sha256),
+        "hashes" => json!(hashes::hash_bytes(b, false, &|| false).unwrap().sha256),
         "hashes_fuzzy" => {
-            let h = hashes::hash_bytes(b, true);
+            let h = hashes::hash_bytes(b, true, &|| false).unwrap();
             json!({"ssdeep": h.ssdeep, "tlsh": h.tlsh})
         }
         "ssdeep" => json!(hashes::ssdeep(b)),
         "tlsh" => json!(hashes::tlsh(b)),
-        "md5" => json!(hashes::hash_bytes(&b[..0], false).md5),
-        "pe_info" => match pe::pe_info(b, Default::default()) {
+        "md5" => json!(hashes::hash_bytes(&b[..0], false, &|| false).unwrap().md5),
+        "pe_info" => match pe::pe_info(
+            b,
+            Default::default(),
+            &maljan_analysis::budget::Budget::for_file(b.len(), &|| false),
+        ) {
             Ok(i) => {
                 json!({"imphash": i.imphash, "sections": i.sections.map(|s| s.len()), "imports": i.import_count})
             }
             Err(e) => json!({"error": e.message}),
         },
-        "document_info" => match document::document_info(b, 100_000) {
+        "document_info" => match document::document_info(
+            b,
+            100_000,
+            &maljan_analysis::budget::Budget::for_file(b.len(), &|| false),
+        ) {
             Ok(d) => {
                 json!({"format": d.format, "streams": d.ole.as_ref().map(|o| o.stream_count), "macros": d.macros})
             }

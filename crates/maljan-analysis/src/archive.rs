@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     AnalysisConfig,
+    budget::Budget,
     common::{Page, contain, iso8601, le_u16, le_u32, le_u64, on_sample},
     identify::identify,
 };
@@ -28,9 +29,16 @@ pub struct Entry {
     pub compressed_size: Option<u64>,
     pub method: Option<String>,
     pub is_dir: bool,
+    /// A symbolic link (zip: unix mode 0o120000 in the external attributes; tar: a symlink
+    /// entry): extracting it can point later members outside the target directory.
+    pub is_symlink: bool,
+    /// Where a symbolic or hard link points.
+    pub link_target: Option<String>,
     pub encrypted: bool,
     pub modified: Option<String>,
-    /// Why an analyst should look twice: path traversal, absolute path, double extension, executable.
+    /// Why an analyst should look twice: path traversal, absolute path, double extension,
+    /// executable, symlink, compression ratio over 1000, and compressed_over_100x_declared_size
+    /// (the declared size understates what the member holds: its size cannot be trusted).
     pub flags: Vec<String>,
 }
 
@@ -87,6 +95,8 @@ fn entry(name: String, size: u64) -> Entry {
     Entry {
         flags: name_flags(&name),
         is_dir: name.ends_with('/'),
+        is_symlink: false,
+        link_target: None,
         name,
         size,
         compressed_size: None,
@@ -109,11 +119,38 @@ fn listing(format: &str, entries: Vec<Entry>) -> Listing {
     }
 }
 
-pub fn list_zip(b: &[u8], max: usize) -> Result<Listing, ToolError> {
+/// A member is flagged when its compressed size exceeds this many times its declared size, plus
+/// [`SIZE_SLACK`] bytes (an empty file deflated or encrypted still takes a few bytes).
+const COMPRESSED_OVER_DECLARED: u64 = 100;
+const SIZE_SLACK: u64 = 1024;
+/// Longest symlink target read from a zip member.
+const MAX_LINK_TARGET: u64 = 4096;
+
+/// Whether a member's compressed size is far larger than the size it declares.
+fn understates_size(declared: u64, compressed: u64) -> bool {
+    compressed
+        > declared
+            .saturating_mul(COMPRESSED_OVER_DECLARED)
+            .saturating_add(SIZE_SLACK)
+}
+
+/// A zip symlink member's target: its content, at most [`MAX_LINK_TARGET`] bytes.
+fn zip_link_target(z: &mut zip::ZipArchive<Cursor<&[u8]>>, i: usize) -> Option<String> {
+    let mut target = Vec::new();
+    z.by_index(i)
+        .ok()?
+        .take(MAX_LINK_TARGET)
+        .read_to_end(&mut target)
+        .ok()?;
+    Some(String::from_utf8_lossy(&target).into_owned())
+}
+
+pub fn list_zip(b: &[u8], max: usize, budget: &Budget) -> Result<Listing, ToolError> {
     let mut z = zip::ZipArchive::new(Cursor::new(b))
         .map_err(|e| ToolError::unsupported_format(format!("not a readable zip archive: {e}")))?;
     let mut entries = Vec::new();
     for i in 0..z.len().min(max) {
+        budget.items(1, "zip entries")?;
         let Ok(f) = z.by_index_raw(i) else { continue };
         let name = f
             .name()
@@ -136,6 +173,18 @@ pub fn list_zip(b: &[u8], max: usize) -> Result<Listing, ToolError> {
         if f.compressed_size() > 0 && f.size() / f.compressed_size() > 1000 {
             e.flags.push("compression_ratio_over_1000".to_string());
         }
+        if understates_size(f.size(), f.compressed_size()) {
+            e.flags
+                .push("compressed_over_100x_declared_size".to_string());
+        }
+        let symlink = f.is_symlink() && !f.encrypted();
+        drop(f);
+        if symlink {
+            budget.scan(MAX_LINK_TARGET as usize, "zip symlink targets")?;
+            e.is_symlink = true;
+            e.link_target = zip_link_target(&mut z, i);
+            e.flags.push("symlink".to_string());
+        }
         entries.push(e);
     }
     let total = z.len();
@@ -146,7 +195,12 @@ pub fn list_zip(b: &[u8], max: usize) -> Result<Listing, ToolError> {
     Ok(l)
 }
 
-fn list_tar<R: Read>(reader: R, max: usize, format: &str) -> Result<Listing, ToolError> {
+fn list_tar<R: Read>(
+    reader: R,
+    max: usize,
+    format: &str,
+    budget: &Budget,
+) -> Result<Listing, ToolError> {
     let mut ar = tar::Archive::new(reader);
     let mut entries = Vec::new();
     let mut count = 0usize;
@@ -157,6 +211,7 @@ fn list_tar<R: Read>(reader: R, max: usize, format: &str) -> Result<Listing, Too
     for item in iter {
         match item {
             Ok(t) => {
+                budget.items(1, "tar entries")?;
                 count += 1;
                 if entries.len() < max {
                     let name = String::from_utf8_lossy(&t.path_bytes()).into_owned();
@@ -170,6 +225,11 @@ fn list_tar<R: Read>(reader: R, max: usize, format: &str) -> Result<Listing, Too
                             .map(|l| String::from_utf8_lossy(&l).into_owned())
                             .unwrap_or_default();
                         e.flags.push(format!("link_to:{target}"));
+                        e.link_target = Some(target);
+                    }
+                    if h.entry_type().is_symlink() {
+                        e.is_symlink = true;
+                        e.flags.push("symlink".to_string());
                     }
                     entries.push(e);
                 }
@@ -188,7 +248,23 @@ fn list_tar<R: Read>(reader: R, max: usize, format: &str) -> Result<Listing, Too
     Ok(l)
 }
 
-fn list_gzip(b: &[u8], max: usize) -> Result<Listing, ToolError> {
+/// A reader that fails once the call is cancelled: inflating up to [`GZIP_CAP`] is seconds of
+/// work, and tar skips a member's data by reading it.
+struct Cancellable<'a, 'b, R> {
+    inner: R,
+    budget: &'a Budget<'b>,
+}
+
+impl<R: Read> Read for Cancellable<'_, '_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.budget
+            .check_cancel()
+            .map_err(|e| std::io::Error::other(e.message))?;
+        self.inner.read(buf)
+    }
+}
+
+fn list_gzip(b: &[u8], max: usize, budget: &Budget) -> Result<Listing, ToolError> {
     let flags = *b.get(3).unwrap_or(&0);
     let mut details = serde_json::Map::new();
     if let Some(mtime) = le_u32(b, 4).filter(|m| *m != 0) {
@@ -216,8 +292,11 @@ fn list_gzip(b: &[u8], max: usize) -> Result<Listing, ToolError> {
         .take(64 * 1024)
         .read_to_end(&mut head);
     if head.get(257..262) == Some(b"ustar") {
-        let decoder = flate2::read::GzDecoder::new(b).take(GZIP_CAP);
-        let mut l = list_tar(decoder, max, "tar.gz")?;
+        let decoder = Cancellable {
+            inner: flate2::read::GzDecoder::new(b).take(GZIP_CAP),
+            budget,
+        };
+        let mut l = list_tar(decoder, max, "tar.gz", budget)?;
         l.details.extend(details);
         return Ok(l);
     }
@@ -226,6 +305,7 @@ fn list_gzip(b: &[u8], max: usize) -> Result<Listing, ToolError> {
     let mut buf = vec![0u8; 1 << 16];
     let mut error = None;
     loop {
+        budget.check_cancel()?;
         match decoder.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => size += n as u64,
@@ -258,13 +338,14 @@ fn list_gzip(b: &[u8], max: usize) -> Result<Listing, ToolError> {
     Ok(l)
 }
 
-fn list_cab(b: &[u8], max: usize) -> Result<Listing, ToolError> {
+fn list_cab(b: &[u8], max: usize, budget: &Budget) -> Result<Listing, ToolError> {
     let bad = || ToolError::unsupported_format("a damaged cabinet header");
     let first = le_u32(b, 16).ok_or_else(bad)? as usize;
     let files = le_u16(b, 28).ok_or_else(bad)?;
     let mut at = first;
     let mut entries = Vec::new();
     for _ in 0..files {
+        budget.items(1, "cab entries")?;
         let (Some(size), Some(_date), Some(attribs)) =
             (le_u32(b, at), le_u16(b, at + 10), le_u16(b, at + 14))
         else {
@@ -313,21 +394,21 @@ fn undecoded(format: &str, b: &[u8], why: &str) -> Listing {
     l
 }
 
-/// Lists an archive by its content.
-pub fn list(b: &[u8], max: usize) -> Result<Listing, ToolError> {
+/// Lists an archive by its content, within `budget`.
+pub fn list(b: &[u8], max: usize, budget: &Budget) -> Result<Listing, ToolError> {
     contain("archive", || {
-        let kind = identify(&b[..b.len().min(1 << 20)]);
+        let kind = identify(b);
         match kind.kind.as_str() {
             "zip" | "ooxml" | "jar" | "apk" | "odf" => {
-                let mut l = list_zip(b, max)?;
+                let mut l = list_zip(b, max, budget)?;
                 if kind.kind != "zip" {
                     l.details.insert("package".into(), kind.kind.into());
                 }
                 Ok(l)
             }
-            "tar" => list_tar(Cursor::new(b), max, "tar"),
-            "gzip" => list_gzip(b, max),
-            "cab" => list_cab(b, max),
+            "tar" => list_tar(Cursor::new(b), max, "tar", budget),
+            "gzip" => list_gzip(b, max, budget),
+            "cab" => list_cab(b, max, budget),
             "7z" => Ok(undecoded(
                 "7z",
                 b,
@@ -344,7 +425,7 @@ pub fn list(b: &[u8], max: usize) -> Result<Listing, ToolError> {
                 "this build has no decoder for it (the format is recognised)",
             )),
             _ if b.starts_with(b"PK") || crate::carve::find_zip_eocd(b).is_some() => {
-                list_zip(b, max)
+                list_zip(b, max, budget)
             }
             other => Err(ToolError::unsupported_format(format!(
                 "not an archive: {other} ({})",
@@ -398,9 +479,11 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
         move |ctx, a: ArchiveListArgs| {
             let config = config.clone();
             async move {
-                on_sample(&config.roots, ctx, a.path, a.carved_path, move |s, _| {
+                on_sample(&config.roots, ctx, a.path, a.carved_path, move |s, ctx| {
                     let limit = a.limit.max(1);
-                    let mut listing = list(s.bytes(), a.offset.saturating_add(limit).min(1_000_000))?;
+                    let cancel = || ctx.is_cancelled();
+                    let budget = Budget::for_file(s.bytes().len(), &cancel);
+                    let mut listing = list(s.bytes(), a.offset.saturating_add(limit).min(1_000_000), &budget)?;
                     let entries: Vec<Entry> = std::mem::take(&mut listing.entries).into_iter().skip(a.offset).take(limit).collect();
                     let page = Page::new(listing.entry_count, a.offset, limit, entries.len());
                     listing.entries = entries;
@@ -422,5 +505,17 @@ mod tests {
         assert!(name_flags("invoice.pdf.exe").contains(&"double_extension".to_string()));
         assert!(name_flags("/abs/x").contains(&"absolute_path".to_string()));
         assert!(name_flags("readme.txt").is_empty());
+    }
+
+    #[test]
+    fn declared_sizes_far_below_the_compressed_size_are_flagged() {
+        assert!(understates_size(10, 10_000));
+        assert!(understates_size(0, 2000));
+        assert!(
+            !understates_size(0, 2),
+            "an empty member deflated takes two bytes"
+        );
+        assert!(!understates_size(1000, 900));
+        assert!(!understates_size(u64::MAX, u64::MAX));
     }
 }

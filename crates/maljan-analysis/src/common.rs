@@ -218,7 +218,7 @@ pub fn contain<T>(what: &str, f: impl FnOnce() -> Result<T, ToolError>) -> Resul
 /// Fails with `tool_failed` once the call is cancelled or its timeout has passed.
 pub fn check_cancel(ctx: &ToolContext) -> Result<(), ToolError> {
     if ctx.is_cancelled() {
-        Err(ToolError::tool_failed("the call was cancelled").with_remediation("none needed"))
+        Err(crate::budget::cancelled())
     } else {
         Ok(())
     }

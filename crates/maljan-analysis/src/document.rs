@@ -15,13 +15,14 @@ use std::{
     sync::{Arc, LazyLock},
 };
 
-use maljan_server::{Registry, ToolError, ToolMeta};
+use maljan_server::{ErrorCode, Registry, ToolError, ToolMeta};
 use regex::Regex;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{
     AnalysisConfig,
+    budget::Budget,
     common::{contain, on_sample},
     identify::identify,
     iocs::{self, Indicator},
@@ -104,11 +105,21 @@ static DDE: LazyLock<Regex> =
 static RTF_CLASS: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r#"\\objclass\s+([^}\\]{1,128})"#).unwrap());
 
-fn read_part<R: Read + std::io::Seek>(z: &mut zip::ZipArchive<R>, name: &str) -> Option<Vec<u8>> {
-    let f = z.by_name(name).ok()?;
+/// A part's data (at most [`PART_CAP`] bytes), charged to `budget` as inflated: entries may share
+/// their compressed data, so each read is paid for.
+fn read_part<R: Read + std::io::Seek>(
+    z: &mut zip::ZipArchive<R>,
+    name: &str,
+    budget: &Budget,
+) -> Result<Option<Vec<u8>>, ToolError> {
+    budget.check_cancel()?;
+    let Ok(f) = z.by_name(name) else {
+        return Ok(None);
+    };
     let mut buf = Vec::new();
-    f.take(PART_CAP).read_to_end(&mut buf).ok()?;
-    Some(buf)
+    let read = f.take(PART_CAP).read_to_end(&mut buf);
+    budget.inflate(buf.len(), "OOXML parts")?;
+    Ok(read.ok().map(|_| buf))
 }
 
 fn xml_unescape(s: &str) -> String {
@@ -123,6 +134,7 @@ pub fn ooxml(
     b: &[u8],
     max_parts: usize,
     without: &mut Vec<String>,
+    budget: &Budget,
 ) -> Result<OoxmlReport, ToolError> {
     let mut z = zip::ZipArchive::new(Cursor::new(b)).map_err(|e| {
         ToolError::unsupported_format(format!("not a readable OOXML (zip) package: {e}"))
@@ -132,7 +144,8 @@ pub fn ooxml(
         ..Default::default()
     };
     let mut names = Vec::new();
-    for i in 0..z.len().min(100_000) {
+    for i in 0..z.len() {
+        budget.items(1, "OOXML parts")?;
         if let Ok(f) = z.by_index_raw(i) {
             let name = f.name().map(|n| n.into_owned()).unwrap_or_default();
             if r.parts.len() < max_parts {
@@ -149,9 +162,12 @@ pub fn ooxml(
         let lower = name.to_ascii_lowercase();
         if lower.ends_with("vbaproject.bin") {
             r.has_vba_project = true;
-            match read_part(&mut z, name).map(|d| ole::analyze(&d, 200)) {
+            match read_part(&mut z, name, budget)?.map(|d| ole::analyze(&d, 200, budget)) {
                 Some(Ok(vba)) => r.vba = Some(vba),
-                Some(Err(e)) => without.push(format!("{name}: {e}")),
+                Some(Err(e)) if e.code == ErrorCode::UnsupportedFormat => {
+                    without.push(format!("{name}: {}", e.message))
+                }
+                Some(Err(e)) => return Err(e),
                 None => without.push(format!("{name} could not be decompressed")),
             }
         }
@@ -165,7 +181,7 @@ pub fn ooxml(
             r.xlm_macrosheets.push(name.clone());
         }
         if lower.ends_with(".rels") {
-            let Some(xml) = read_part(&mut z, name) else {
+            let Some(xml) = read_part(&mut z, name, budget)? else {
                 without.push(format!("{name} could not be read"));
                 continue;
             };
@@ -198,7 +214,7 @@ pub fn ooxml(
             lower.as_str(),
             "word/document.xml" | "word/footnotes.xml" | "word/header1.xml"
         ) || (lower.starts_with("xl/") && lower.contains("externallink")))
-            && let Some(xml) = read_part(&mut z, name)
+            && let Some(xml) = read_part(&mut z, name, budget)?
         {
             let xml = String::from_utf8_lossy(&xml);
             for m in DDE.find_iter(&xml).take(20) {
@@ -261,10 +277,14 @@ fn ole_auto_exec(o: &OleReport) -> bool {
     o.vba_modules.iter().any(|m| !m.auto_exec.is_empty())
 }
 
-/// Reads a document by its content.
-pub fn document_info(b: &[u8], max_items: usize) -> Result<DocumentReport, ToolError> {
+/// Reads a document by its content, within `budget`.
+pub fn document_info(
+    b: &[u8],
+    max_items: usize,
+    budget: &Budget,
+) -> Result<DocumentReport, ToolError> {
     contain("document", || {
-        let kind = identify(&b[..b.len().min(1 << 20)]);
+        let kind = identify(b);
         let mut r = DocumentReport {
             description: kind.description.clone(),
             ..Default::default()
@@ -272,7 +292,7 @@ pub fn document_info(b: &[u8], max_items: usize) -> Result<DocumentReport, ToolE
         match kind.kind.as_str() {
             "ole2" => {
                 r.format = "ole2".into();
-                let o = ole::analyze(b, max_items).map_err(ToolError::unsupported_format)?;
+                let o = ole::analyze(b, max_items, budget)?;
                 r.macros = o.has_vba;
                 r.auto_exec = ole_auto_exec(&o);
                 r.without.extend(o.errors.iter().cloned());
@@ -280,7 +300,7 @@ pub fn document_info(b: &[u8], max_items: usize) -> Result<DocumentReport, ToolE
             }
             "ooxml" => {
                 r.format = "ooxml".into();
-                let x = ooxml(b, max_items, &mut r.without)?;
+                let x = ooxml(b, max_items, &mut r.without, budget)?;
                 r.macros = x.has_vba_project || !x.xlm_macrosheets.is_empty();
                 r.auto_exec = x.vba.as_ref().is_some_and(ole_auto_exec)
                     || x.dde
@@ -294,7 +314,7 @@ pub fn document_info(b: &[u8], max_items: usize) -> Result<DocumentReport, ToolE
                 let mut p = PdfReport::default();
                 pdf::scan_raw(b, &mut p);
                 if let Err(e) = contain("PDF", || {
-                    pdf::parse_structure(b, &mut p).map_err(ToolError::tool_failed)
+                    pdf::parse_structure(b, &mut p, budget).map_err(ToolError::tool_failed)
                 }) {
                     r.without.push(e.message);
                     // Fall back on the raw counts for what the structure would have said.
@@ -374,9 +394,10 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
         move |ctx, a: DocumentInfoArgs| {
             let config = config.clone();
             async move {
-                on_sample(&config.roots, ctx, a.path, a.carved_path, move |s, _| {
+                on_sample(&config.roots, ctx, a.path, a.carved_path, move |s, ctx| {
                     let b = s.bytes();
-                    let report = document_info(b, a.limit.max(1))?;
+                    let cancel = || ctx.is_cancelled();
+                    let report = document_info(b, a.limit.max(1), &Budget::for_file(b.len(), &cancel))?;
                     Ok(DocumentInfoOutput { read_path: s.read_path(), size: b.len() as u64, report })
                 })
                 .await

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     AnalysisConfig,
+    budget::Budget,
     common::{contain, on_sample},
-    entropy::shannon,
 };
 
 pub fn machine_name(m: u16) -> &'static str {
@@ -113,23 +113,23 @@ fn rwx(flags: u32) -> String {
     s
 }
 
-/// Parses an ELF file. `limit` caps each symbol list.
-pub fn elf_info(b: &[u8], limit: usize) -> Result<ElfInfo, ToolError> {
+/// Parses an ELF file within `budget`. `limit` caps each symbol list.
+pub fn elf_info(b: &[u8], limit: usize, budget: &Budget) -> Result<ElfInfo, ToolError> {
     contain("ELF", || {
         let elf = Elf::parse(b).map_err(|e| {
             ToolError::unsupported_format(format!("not an ELF file this parser can read: {e}"))
                 .with_remediation("check identify_file; for a damaged ELF try strings or entropy")
         })?;
-        Ok(build(b, &elf, limit))
+        build(b, &elf, limit, budget)
     })
 }
 
-fn build(b: &[u8], elf: &Elf<'_>, limit: usize) -> ElfInfo {
+fn build(b: &[u8], elf: &Elf<'_>, limit: usize, budget: &Budget) -> Result<ElfInfo, ToolError> {
     let sections: Vec<ElfSection> = elf
         .section_headers
         .iter()
-        .take(4096)
         .map(|s| {
+            budget.items(1, "sections")?;
             let data = if s.sh_type == sh::SHT_NOBITS {
                 &[][..]
             } else {
@@ -146,21 +146,23 @@ fn build(b: &[u8], elf: &Elf<'_>, limit: usize) -> ElfInfo {
             if s.sh_flags & u64::from(sh::SHF_EXECINSTR) != 0 {
                 flags.push('x');
             }
-            ElfSection {
-                name: elf.shdr_strtab.get_at(s.sh_name).unwrap_or("").to_string(),
+            let name = elf.shdr_strtab.get_at(s.sh_name).unwrap_or("");
+            budget.scan(name.len(), "section names")?;
+            Ok(ElfSection {
+                name: name.to_string(),
                 r#type: s.sh_type,
                 address: s.sh_addr,
                 offset: s.sh_offset,
                 size: s.sh_size,
                 flags,
-                entropy: shannon(data),
-            }
+                entropy: budget.entropy(data, "sections")?,
+            })
         })
-        .collect();
+        .collect::<Result<_, ToolError>>()?;
+    budget.items(elf.program_headers.len(), "program headers")?;
     let segments: Vec<ElfSegment> = elf
         .program_headers
         .iter()
-        .take(4096)
         .map(|p| ElfSegment {
             r#type: segment_type(p.p_type),
             offset: p.p_offset,
@@ -190,11 +192,14 @@ fn build(b: &[u8], elf: &Elf<'_>, limit: usize) -> ElfInfo {
         .is_some_and(|p| p.p_flags & ph::PF_X == 0);
     let mut imported = Vec::new();
     let mut exported = Vec::new();
-    for s in elf.dynsyms.iter().take(1_000_000) {
+    for s in elf.dynsyms.iter() {
+        budget.items(1, "dynamic symbols")?;
         let name = elf.dynstrtab.get_at(s.st_name).unwrap_or("");
         if name.is_empty() {
             continue;
         }
+        // Every symbol may name the same long string: copying is what is charged.
+        budget.scan(name.len(), "symbol names")?;
         if s.st_shndx == 0 {
             imported.push(name.to_string());
         } else if s.st_bind() != sym::STB_LOCAL
@@ -232,7 +237,7 @@ fn build(b: &[u8], elf: &Elf<'_>, limit: usize) -> ElfInfo {
         anomalies.push("the entry point lies outside every LOAD segment".into());
     }
     let interpreter = elf.interpreter.map(str::to_string);
-    ElfInfo {
+    Ok(ElfInfo {
         bits: if elf.is_64 { 64 } else { 32 },
         endianness: if elf.little_endian { "little" } else { "big" }.into(),
         r#type: match elf.header.e_type {
@@ -277,7 +282,7 @@ fn build(b: &[u8], elf: &Elf<'_>, limit: usize) -> ElfInfo {
         imported_count,
         exported_count,
         anomalies,
-    }
+    })
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -321,10 +326,13 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
         move |ctx, a: ElfInfoArgs| {
             let config = config.clone();
             async move {
-                on_sample(&config.roots, ctx, a.path, a.carved_path, move |s, _| {
+                on_sample(&config.roots, ctx, a.path, a.carved_path, move |s, ctx| {
                     let b = s.bytes();
-                    let info = elf_info(b, a.limit.max(1))?;
-                    Ok(ElfInfoOutput { read_path: s.read_path(), size: b.len() as u64, entropy: shannon(b), info })
+                    let cancel = || ctx.is_cancelled();
+                    let budget = Budget::for_file(b.len(), &cancel);
+                    let info = elf_info(b, a.limit.max(1), &budget)?;
+                    let entropy = budget.entropy(b, "the whole file")?;
+                    Ok(ElfInfoOutput { read_path: s.read_path(), size: b.len() as u64, entropy, info })
                 })
                 .await
             }

@@ -9,31 +9,48 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     AnalysisConfig,
+    budget::Budget,
     common::{Page, check_cancel, contain, on_sample},
 };
 
 /// Shannon entropy in bits per byte (0..=8), rounded to 4 decimals.
 pub fn shannon(bytes: &[u8]) -> f64 {
-    if bytes.is_empty() {
-        return 0.0;
-    }
+    let mut counts = [0u64; 256];
+    count_bytes(bytes, &mut counts);
+    entropy_of(&counts)
+}
+
+/// Adds how often each byte value occurs in `bytes` to `counts` (so a long input can be counted
+/// chunk by chunk).
+pub fn count_bytes(bytes: &[u8], counts: &mut [u64; 256]) {
     // Four histograms break the store-to-load dependency on runs of one byte value.
-    let mut counts = [[0u64; 256]; 4];
+    let mut lanes = [[0u64; 256]; 4];
     let mut chunks = bytes.chunks_exact(4);
     for c in &mut chunks {
-        counts[0][c[0] as usize] += 1;
-        counts[1][c[1] as usize] += 1;
-        counts[2][c[2] as usize] += 1;
-        counts[3][c[3] as usize] += 1;
+        lanes[0][c[0] as usize] += 1;
+        lanes[1][c[1] as usize] += 1;
+        lanes[2][c[2] as usize] += 1;
+        lanes[3][c[3] as usize] += 1;
     }
     for &b in chunks.remainder() {
-        counts[0][b as usize] += 1;
+        lanes[0][b as usize] += 1;
     }
-    let n = bytes.len() as f64;
-    let h: f64 = (0..256)
-        .map(|i| counts[0][i] + counts[1][i] + counts[2][i] + counts[3][i])
-        .filter(|&c| c > 0)
-        .map(|c| {
+    for (i, count) in counts.iter_mut().enumerate() {
+        *count += lanes[0][i] + lanes[1][i] + lanes[2][i] + lanes[3][i];
+    }
+}
+
+/// The Shannon entropy of a byte histogram, rounded to 4 decimals.
+pub fn entropy_of(counts: &[u64; 256]) -> f64 {
+    let n: u64 = counts.iter().sum();
+    if n == 0 {
+        return 0.0;
+    }
+    let n = n as f64;
+    let h: f64 = counts
+        .iter()
+        .filter(|&&c| c > 0)
+        .map(|&c| {
             let p = c as f64 / n;
             -p * p.log2()
         })
@@ -50,67 +67,67 @@ pub struct Region {
     pub entropy: f64,
 }
 
-/// The file regions of a PE / ELF / Mach-O file's sections (empty for other files).
-pub fn section_regions(b: &[u8]) -> Vec<(String, u64, u64)> {
-    let parsed = contain("object", || {
-        Ok(match goblin::Object::parse(b) {
-            Ok(goblin::Object::PE(pe)) => pe
-                .sections
-                .iter()
-                .map(|s| {
-                    let name = String::from_utf8_lossy(&s.name)
-                        .trim_end_matches('\0')
-                        .to_string();
-                    (
-                        name,
-                        u64::from(s.pointer_to_raw_data),
-                        u64::from(s.size_of_raw_data),
-                    )
-                })
-                .collect(),
-            Ok(goblin::Object::Elf(elf)) => elf
-                .section_headers
-                .iter()
-                .filter(|s| s.sh_type != goblin::elf::section_header::SHT_NOBITS && s.sh_size > 0)
-                .map(|s| {
-                    (
-                        elf.shdr_strtab.get_at(s.sh_name).unwrap_or("").to_string(),
-                        s.sh_offset,
-                        s.sh_size,
-                    )
-                })
-                .collect(),
-            Ok(goblin::Object::Mach(goblin::mach::Mach::Binary(m))) => m
-                .segments
-                .iter()
-                .take(1024)
-                .flat_map(|seg| seg.into_iter().take(1024).map_while(Result::ok))
-                .map(|(s, _)| {
+/// The file regions of a PE / ELF / Mach-O file's sections (empty for other files), each
+/// charged to `budget` as an item.
+pub fn section_regions(b: &[u8], budget: &Budget) -> Result<Vec<(String, u64, u64)>, ToolError> {
+    contain("object", || {
+        let mut regions = Vec::new();
+        if crate::identify::pe_header_offset(b).is_some() {
+            let Ok(pe) = crate::pe::parse(b) else {
+                return Ok(regions);
+            };
+            for s in &pe.sections {
+                budget.items(1, "sections")?;
+                let name = String::from_utf8_lossy(&s.name)
+                    .trim_end_matches('\0')
+                    .to_string();
+                regions.push((
+                    name,
+                    u64::from(s.pointer_to_raw_data),
+                    u64::from(s.size_of_raw_data),
+                ));
+            }
+        } else if b.starts_with(b"\x7fELF") {
+            let Ok(elf) = goblin::elf::Elf::parse(b) else {
+                return Ok(regions);
+            };
+            for s in &elf.section_headers {
+                budget.items(1, "sections")?;
+                if s.sh_type != goblin::elf::section_header::SHT_NOBITS && s.sh_size > 0 {
+                    let name = elf.shdr_strtab.get_at(s.sh_name).unwrap_or("");
+                    budget.scan(name.len(), "section names")?;
+                    regions.push((name.to_string(), s.sh_offset, s.sh_size));
+                }
+            }
+        } else if let Ok(m) = goblin::mach::MachO::parse(b, 0) {
+            for seg in &m.segments {
+                budget.items(1, "Mach-O segments")?;
+                for (s, _) in crate::macho_parts::sections(seg, m.is_64, budget)? {
                     let name =
                         format!("{},{}", s.segname().unwrap_or("?"), s.name().unwrap_or("?"));
-                    (name, u64::from(s.offset), s.size)
-                })
-                .filter(|(_, off, _)| *off != 0)
-                .collect(),
-            _ => Vec::new(),
-        })
-    });
-    parsed.unwrap_or_default()
+                    if s.offset != 0 {
+                        regions.push((name, u64::from(s.offset), s.size));
+                    }
+                }
+            }
+        }
+        Ok(regions)
+    })
 }
 
-/// Entropy of each section region, clamped to the file.
-pub fn sections(b: &[u8]) -> Vec<Region> {
-    section_regions(b)
+/// Entropy of each section region, clamped to the file, within `budget`.
+pub fn sections(b: &[u8], budget: &Budget) -> Result<Vec<Region>, ToolError> {
+    section_regions(b, budget)?
         .into_iter()
         .map(|(name, offset, size)| {
             let start = (offset as usize).min(b.len());
             let end = start.saturating_add(size as usize).min(b.len());
-            Region {
+            Ok(Region {
                 name,
                 offset,
                 size,
-                entropy: shannon(&b[start..end]),
-            }
+                entropy: budget.entropy(&b[start..end], "sections")?,
+            })
         })
         .collect()
 }
@@ -178,27 +195,36 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
                 }
                 on_sample(&config.roots, ctx, a.path, a.carved_path, move |s, ctx| {
                     let b = s.bytes();
+                    // Every window is measured (for the high-entropy count) but only the page's
+                    // windows are kept: 16-byte windows would otherwise cost ~6x the file.
                     let mut windows = Vec::new();
                     let mut high = 0;
+                    let mut total = 0;
+                    let limit = a.limit.max(1);
                     if a.window > 0 {
                         for (i, chunk) in b.chunks(a.window).enumerate() {
                             if i % 256 == 0 {
                                 check_cancel(ctx)?;
                             }
+                            total += 1;
                             let e = shannon(chunk);
                             if e >= 7.2 {
                                 high += 1;
                             }
-                            let offset = (i * a.window) as u64;
-                            windows.push(Region { name: format!("@{offset:#x}"), offset, size: chunk.len() as u64, entropy: e });
+                            if i >= a.offset && windows.len() < limit {
+                                let offset = (i * a.window) as u64;
+                                windows.push(Region { name: format!("@{offset:#x}"), offset, size: chunk.len() as u64, entropy: e });
+                            }
                         }
                     }
-                    let (windows, page) = crate::common::page(windows, a.offset, a.limit.max(1));
+                    let page = Page::new(total, a.offset, limit, windows.len());
+                    let cancel = || ctx.is_cancelled();
+                    let budget = Budget::for_file(b.len(), &cancel);
                     Ok(EntropyOutput {
                         read_path: s.read_path(),
                         size: b.len() as u64,
-                        entropy: shannon(b),
-                        sections: sections(b),
+                        entropy: budget.entropy(b, "the whole file")?,
+                        sections: sections(b, &budget)?,
                         window: a.window,
                         high_entropy_windows: high,
                         page,

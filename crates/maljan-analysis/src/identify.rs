@@ -284,10 +284,10 @@ fn executable(b: &[u8]) -> Option<FileKind> {
         [0xCE, 0xFA, 0xED, 0xFE] => (32, true),
         [0xFE, 0xED, 0xFA, 0xCF] => (64, false),
         [0xCF, 0xFA, 0xED, 0xFE] => (64, true),
-        [0xCA, 0xFE, 0xBA, 0xBE] => {
-            // Java class files share the magic; a fat Mach-O has few architectures.
+        [0xCA, 0xFE, 0xBA, wide @ (0xBE | 0xBF)] => {
+            // Java class files share the 32-bit header's magic; a fat Mach-O has few architectures.
             let n = u32::from_be_bytes(b.get(4..8)?.try_into().ok()?);
-            if n == 0 || n > 20 {
+            if *wide == 0xBE && (n == 0 || n > 20) {
                 return Some(FileKind::new(
                     "java_class",
                     "Java class file",
@@ -305,6 +305,7 @@ fn executable(b: &[u8]) -> Option<FileKind> {
                     Some("macho_info"),
                 )
                 .with("fat", true)
+                .with("fat_header_bits", if *wide == 0xBF { 64 } else { 32 })
                 .with("architectures", n),
             );
         }

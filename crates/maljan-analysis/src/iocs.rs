@@ -254,18 +254,15 @@ pub fn extract(text: &str, kinds: &[&str]) -> Vec<Indicator> {
 /// least `min_len` characters, one per line.
 pub fn text_of(bytes: &[u8], min_len: usize, cancel: &dyn Fn() -> bool) -> String {
     let mut text = String::new();
-    let mut n = 0usize;
-    scan_ascii(bytes, min_len, |_, run| {
+    scan_ascii(bytes, min_len, cancel, |_, run| {
         text.push_str(std::str::from_utf8(run).unwrap_or_default());
         text.push('\n');
-        n += 1;
-        !(n.is_multiple_of(65_536) && cancel())
+        true
     });
-    scan_utf16le(bytes, min_len, |_, s| {
+    scan_utf16le(bytes, min_len, cancel, |_, s| {
         text.push_str(&s);
         text.push('\n');
-        n += 1;
-        !(n.is_multiple_of(65_536) && cancel())
+        true
     });
     text
 }

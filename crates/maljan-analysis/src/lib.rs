@@ -9,9 +9,13 @@
 //!
 //! It builds on `maljan-server` (registry, errors, roots, manifest) and must not depend on the client
 //! runtime, on rmcp or on any transport: serving is the framework's job. Parsers never panic the
-//! server: hostile input comes back as an error or a partial answer (see the proptests).
+//! server: hostile input comes back as an error or a partial answer (see the proptests). Every
+//! count a parser takes from the file is charged to a [`budget::Budget`] sized by the file's real
+//! length, which also carries the call's cancellation: a file that claims more than it holds gets
+//! `tool_failed` naming the limit, and a cancelled or timed-out call stops working.
 
 pub mod archive;
+pub mod budget;
 pub mod carve;
 pub mod common;
 pub mod document;
@@ -23,9 +27,11 @@ pub mod identify;
 mod identify_text;
 pub mod iocs;
 pub mod macho;
+mod macho_parts;
 pub mod ole;
 mod pdf;
 pub mod pe;
+mod pe_imports;
 mod pe_parts;
 pub mod search;
 pub mod strings;

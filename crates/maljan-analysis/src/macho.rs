@@ -3,15 +3,16 @@
 
 use std::sync::Arc;
 
-use goblin::mach::{Mach, MachO, SingleArch, load_command::CommandVariant};
+use goblin::mach::{MachO, load_command::CommandVariant};
 use maljan_server::{Registry, ToolError, ToolMeta};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{
     AnalysisConfig,
+    budget::Budget,
     common::{contain, on_sample},
-    entropy::shannon,
+    macho_parts,
 };
 
 pub fn cpu_name(cpu: u32) -> &'static str {
@@ -122,14 +123,15 @@ fn header_flags(f: u32) -> Vec<String> {
     .collect()
 }
 
-fn arch(b: &[u8], m: &MachO<'_>, limit: usize) -> MachArch {
+fn arch(b: &[u8], m: &MachO<'_>, limit: usize, budget: &Budget) -> Result<MachArch, ToolError> {
     let slice = |off: u64, size: u64| {
         let s = (off as usize).min(b.len());
         &b[s..s.saturating_add(size as usize).min(b.len())]
     };
     let mut segments = Vec::new();
     let mut sections = Vec::new();
-    for seg in m.segments.iter().take(1024) {
+    for seg in m.segments.iter() {
+        budget.items(1, "Mach-O segments")?;
         segments.push(MachSegment {
             name: seg.name().unwrap_or("?").to_string(),
             vmaddr: seg.vmaddr,
@@ -137,23 +139,21 @@ fn arch(b: &[u8], m: &MachO<'_>, limit: usize) -> MachArch {
             fileoff: seg.fileoff,
             filesize: seg.filesize,
             protection: prot(seg.initprot),
-            entropy: shannon(seg.data),
+            entropy: budget.entropy(seg.data, "Mach-O segments")?,
         });
-        {
-            // nsects is the file's word: take what parses, at most 1024, and stop at the first error.
-            for (s, data) in seg.into_iter().take(1024).map_while(Result::ok) {
-                sections.push(MachSection {
-                    name: format!("{},{}", s.segname().unwrap_or("?"), s.name().unwrap_or("?")),
-                    address: s.addr,
-                    offset: s.offset,
-                    size: s.size,
-                    entropy: if data.is_empty() {
-                        shannon(slice(u64::from(s.offset), s.size))
-                    } else {
-                        shannon(data)
-                    },
-                });
-            }
+        for (s, data) in macho_parts::sections(seg, m.is_64, budget)? {
+            let data = if data.is_empty() {
+                slice(u64::from(s.offset), s.size)
+            } else {
+                data
+            };
+            sections.push(MachSection {
+                name: format!("{},{}", s.segname().unwrap_or("?"), s.name().unwrap_or("?")),
+                address: s.addr,
+                offset: s.offset,
+                size: s.size,
+                entropy: budget.entropy(data, "Mach-O sections")?,
+            });
         }
     }
     let mut uuid = None;
@@ -168,22 +168,22 @@ fn arch(b: &[u8], m: &MachO<'_>, limit: usize) -> MachArch {
             _ => {}
         }
     }
-    let mut imports: Vec<String> = m
-        .imports()
-        .map(|v| {
-            v.iter()
-                .map(|i| format!("{}!{}", i.dylib, i.name))
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut exports: Vec<String> = m
-        .exports()
-        .map(|v| v.into_iter().map(|e| e.name).collect())
-        .unwrap_or_default();
+    // goblin expands the bind opcodes' repeat counts as they claim: count them first.
+    let bind_entries = macho_parts::bind_entries(b, m);
+    budget.items(
+        usize::try_from(bind_entries).unwrap_or(usize::MAX),
+        "Mach-O bind entries",
+    )?;
+    let mut imports = Vec::new();
+    for i in m.imports().unwrap_or_default() {
+        budget.scan(i.dylib.len() + i.name.len(), "Mach-O import names")?;
+        imports.push(format!("{}!{}", i.dylib, i.name));
+    }
+    let mut exports = macho_parts::exports(b, m, budget)?;
     let (import_count, export_count) = (imports.len(), exports.len());
     imports.truncate(limit);
     exports.truncate(limit);
-    MachArch {
+    Ok(MachArch {
         cpu: cpu_name(m.header.cputype).to_string(),
         bits: if m.is_64 { 64 } else { 32 },
         file_type: file_type(m.header.filetype).to_string(),
@@ -205,40 +205,52 @@ fn arch(b: &[u8], m: &MachO<'_>, limit: usize) -> MachArch {
         exports,
         import_count,
         export_count,
-    }
+    })
 }
 
-/// Parses a Mach-O file, universal or not.
-pub fn macho_info(b: &[u8], limit: usize) -> Result<MachInfo, ToolError> {
+fn not_macho(e: impl std::fmt::Display) -> ToolError {
+    ToolError::unsupported_format(format!("not a Mach-O file this parser can read: {e}"))
+        .with_remediation("check identify_file; for a damaged file try strings or entropy")
+}
+
+/// Parses a Mach-O file, universal (32- or 64-bit header) or not, within `budget`.
+pub fn macho_info(b: &[u8], limit: usize, budget: &Budget) -> Result<MachInfo, ToolError> {
     contain("Mach-O", || {
-        let parsed = Mach::parse(b).map_err(|e| {
-            ToolError::unsupported_format(format!("not a Mach-O file this parser can read: {e}"))
-                .with_remediation("check identify_file; for a damaged file try strings or entropy")
-        })?;
-        Ok(match parsed {
-            Mach::Binary(m) => MachInfo {
+        let Some(arches) = macho_parts::fat_arches(b) else {
+            let m = MachO::parse(b, 0).map_err(not_macho)?;
+            return Ok(MachInfo {
                 universal: false,
-                architectures: vec![arch(b, &m, limit)],
+                architectures: vec![arch(b, &m, limit, budget)?],
                 errors: vec![],
-            },
-            Mach::Fat(fat) => {
-                let mut architectures = Vec::new();
-                let mut errors = Vec::new();
-                for i in 0..fat.narches.min(64) {
-                    match fat.get(i) {
-                        Ok(SingleArch::MachO(m)) => architectures.push(arch(b, &m, limit)),
-                        Ok(SingleArch::Archive(_)) => {
-                            errors.push(format!("slice {i} is a static library archive"))
-                        }
-                        Err(e) => errors.push(format!("slice {i}: {e}")),
-                    }
-                }
-                MachInfo {
-                    universal: true,
-                    architectures,
-                    errors,
-                }
+            });
+        };
+        let mut architectures = Vec::new();
+        let mut errors = Vec::new();
+        for (i, fat) in arches?.iter().enumerate() {
+            let start = usize::try_from(fat.offset).unwrap_or(usize::MAX);
+            let end = start.saturating_add(usize::try_from(fat.size).unwrap_or(usize::MAX));
+            let Some(slice) = b.get(start..end) else {
+                errors.push(format!(
+                    "slice {i} ({}) lies outside the file ({:#x}+{:#x})",
+                    cpu_name(fat.cputype),
+                    fat.offset,
+                    fat.size
+                ));
+                continue;
+            };
+            if slice.starts_with(b"!<arch>") {
+                errors.push(format!("slice {i} is a static library archive"));
+                continue;
             }
+            match MachO::parse(slice, 0) {
+                Ok(m) => architectures.push(arch(slice, &m, limit, budget)?),
+                Err(e) => errors.push(format!("slice {i}: {e}")),
+            }
+        }
+        Ok(MachInfo {
+            universal: true,
+            architectures,
+            errors,
         })
     })
 }
@@ -283,9 +295,10 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
         move |ctx, a: MachoInfoArgs| {
             let config = config.clone();
             async move {
-                on_sample(&config.roots, ctx, a.path, a.carved_path, move |s, _| {
+                on_sample(&config.roots, ctx, a.path, a.carved_path, move |s, ctx| {
                     let b = s.bytes();
-                    let info = macho_info(b, a.limit.max(1))?;
+                    let cancel = || ctx.is_cancelled();
+                    let info = macho_info(b, a.limit.max(1), &Budget::for_file(b.len(), &cancel))?;
                     Ok(MachoInfoOutput { read_path: s.read_path(), size: b.len() as u64, info })
                 })
                 .await

@@ -7,7 +7,12 @@ use std::io::{Cursor, Read};
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use crate::common::{le_u16, le_u32};
+use maljan_server::ToolError;
+
+use crate::{
+    budget::Budget,
+    common::{le_u16, le_u32},
+};
 
 /// Most bytes one stream is read to (larger streams are listed, not read).
 const STREAM_CAP: u64 = 64 << 20;
@@ -205,22 +210,21 @@ fn words_in(code: &str, list: &[&str]) -> Vec<String> {
         .collect()
 }
 
-/// Reads an OLE2 compound file.
-pub fn analyze(bytes: &[u8], max_streams: usize) -> Result<OleReport, String> {
+/// Reads an OLE2 compound file within `budget` (every directory entry, stream read and byte of
+/// VBA source decompressed is charged: many modules may name one large stream).
+pub fn analyze(bytes: &[u8], max_streams: usize, budget: &Budget) -> Result<OleReport, ToolError> {
     let mut cf = cfb::CompoundFile::open(Cursor::new(bytes))
-        .map_err(|e| format!("not a readable OLE2 file: {e}"))?;
+        .map_err(|e| ToolError::unsupported_format(format!("not a readable OLE2 file: {e}")))?;
     let mut report = OleReport::default();
-    let entries: Vec<(String, bool, u64)> = cf
-        .walk()
-        .take(100_000)
-        .map(|e| {
-            (
-                e.path().to_string_lossy().replace('\\', "/"),
-                e.is_stream(),
-                e.len(),
-            )
-        })
-        .collect();
+    let mut entries: Vec<(String, bool, u64)> = Vec::new();
+    for e in cf.walk() {
+        budget.items(1, "OLE2 directory entries")?;
+        entries.push((
+            e.path().to_string_lossy().replace('\\', "/"),
+            e.is_stream(),
+            e.len(),
+        ));
+    }
     let mut vba_dirs = Vec::new();
     for (path, is_stream, len) in &entries {
         if !*is_stream {
@@ -263,16 +267,20 @@ pub fn analyze(bytes: &[u8], max_streams: usize) -> Result<OleReport, String> {
             (&mut s).take(STREAM_CAP).read_to_end(&mut buf).ok()?;
             Some(buf)
         };
-        let Some(dir) = read(&mut cf, &format!("{vba}/dir")).and_then(|d| ovba_decompress(&d))
-        else {
+        let dir = read(&mut cf, &format!("{vba}/dir")).and_then(|d| ovba_decompress(&d));
+        budget.inflate(dir.as_ref().map_or(0, Vec::len), "VBA dir streams")?;
+        let Some(dir) = dir else {
             report
                 .errors
                 .push(format!("{vba}/dir could not be decompressed"));
             continue;
         };
-        for (name, stream, offset) in parse_dir(&dir).into_iter().take(1000) {
+        for (name, stream, offset) in parse_dir(&dir) {
+            budget.items(1, "VBA modules")?;
             let path = format!("{vba}/{stream}");
-            let Some(data) = read(&mut cf, &path) else {
+            let data = read(&mut cf, &path);
+            budget.scan(data.as_ref().map_or(0, Vec::len), "VBA module streams")?;
+            let Some(data) = data else {
                 report
                     .errors
                     .push(format!("module stream {path} is missing"));
@@ -282,6 +290,7 @@ pub fn analyze(bytes: &[u8], max_streams: usize) -> Result<OleReport, String> {
                 .get(offset as usize..)
                 .and_then(ovba_decompress)
                 .unwrap_or_default();
+            budget.inflate(code.len(), "VBA module sources")?;
             let text = latin1(&code);
             let mut source: String = text.chars().take(SOURCE_PREVIEW).collect();
             if text.len() > SOURCE_PREVIEW {

@@ -13,6 +13,8 @@ use regex::bytes::Regex;
 use schemars::JsonSchema;
 use serde::Serialize;
 
+use crate::budget::Budget;
+
 #[derive(Debug, Clone, Default, Serialize, JsonSchema, PartialEq)]
 pub struct PdfReport {
     pub version: Option<String>,
@@ -179,7 +181,7 @@ fn action_of(doc: &Document, dict: &Dictionary, r: &mut PdfReport) -> String {
         Some("JavaScript") => {
             if let Some(js) = dict.get(b"JS").ok().and_then(|o| text_of(doc, o)) {
                 let js = cut(js);
-                if !r.javascript.contains(&js) {
+                if r.javascript.len() < MAX_JAVASCRIPT && !r.javascript.contains(&js) {
                     r.javascript.push(js);
                 }
             }
@@ -218,9 +220,19 @@ fn action_of(doc: &Document, dict: &Dictionary, r: &mut PdfReport) -> String {
     }
 }
 
-/// Parses the structure with lopdf; the raw scan has already filled what it can.
-pub fn parse_structure(b: &[u8], r: &mut PdfReport) -> Result<(), String> {
-    let doc = Document::load_mem(b).map_err(|e| {
+/// Most distinct JavaScript texts listed (each is compared with those kept: the list must stay
+/// short; the raw /JS count says how many there were).
+const MAX_JAVASCRIPT: usize = 1000;
+
+/// Parses the structure with lopdf within `budget`; the raw scan has already filled what it can.
+pub fn parse_structure(b: &[u8], r: &mut PdfReport, budget: &Budget) -> Result<(), String> {
+    // lopdf inflates object and cross-reference streams while loading: hold each to what this
+    // file may still inflate (lopdf's own default is 256 MiB per stream).
+    let limit = budget
+        .inflate_left()
+        .min(lopdf::DEFAULT_MAX_DECOMPRESSED_SIZE as u64);
+    let options = lopdf::LoadOptions::with_max_decompressed_size(limit as usize);
+    let doc = Document::load_mem_with_options(b, options).map_err(|e| {
         format!("the PDF structure could not be parsed ({e}); raw keyword counts only")
     })?;
     r.encrypted = doc.is_encrypted() || doc.trailer.get(b"Encrypt").is_ok();
@@ -251,7 +263,8 @@ pub fn parse_structure(b: &[u8], r: &mut PdfReport) -> Result<(), String> {
     }
     let mut files = BTreeSet::new();
     let mut streams = Vec::new();
-    for (id, obj) in doc.objects.iter().take(1_000_000) {
+    for (id, obj) in doc.objects.iter() {
+        budget.items(1, "PDF objects").map_err(|e| e.message)?;
         let dict = match obj {
             Object::Dictionary(d) => d,
             Object::Stream(s) => &s.dict,
@@ -266,7 +279,7 @@ pub fn parse_structure(b: &[u8], r: &mut PdfReport) -> Result<(), String> {
             && let Some(js) = text_of(&doc, js)
         {
             let js = cut(js);
-            if !r.javascript.contains(&js) {
+            if r.javascript.len() < MAX_JAVASCRIPT && !r.javascript.contains(&js) {
                 r.javascript.push(js);
             }
         }

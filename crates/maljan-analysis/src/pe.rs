@@ -7,16 +7,17 @@
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use goblin::pe::PE;
+use goblin::pe::{PE, options::ParseOptions};
 use maljan_server::{Registry, ToolError, ToolMeta};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{
     AnalysisConfig,
+    budget::Budget,
     common::{contain, iso8601, on_sample},
-    entropy::shannon,
-    pe_parts::{self, ExportInfo, ImportDll, Overlay, Pdb, PeResource, PeSection, RichEntry},
+    pe_imports::{self, ImportDll},
+    pe_parts::{self, ExportInfo, Overlay, Pdb, PeResource, PeSection, RichEntry},
 };
 
 pub fn machine_name(machine: u16) -> &'static str {
@@ -118,20 +119,26 @@ impl Default for PeParts {
     }
 }
 
-/// Parses a PE file.
-pub fn pe_info(b: &[u8], parts: PeParts) -> Result<PeInfo, ToolError> {
+/// Parses a PE file within `budget`.
+pub fn pe_info(b: &[u8], parts: PeParts, budget: &Budget) -> Result<PeInfo, ToolError> {
     contain("PE", || {
-        let pe = PE::parse(b).map_err(|e| {
+        let pe = parse(b).map_err(|e| {
             ToolError::unsupported_format(format!("not a PE file this parser can read: {e}"))
                 .with_remediation(
                     "check identify_file; for a damaged PE try strings, carve_payloads or entropy",
                 )
         })?;
-        Ok(build(b, &pe, parts))
+        build(b, &pe, parts, budget)
     })
 }
 
-fn build(b: &[u8], pe: &PE<'_>, parts: PeParts) -> PeInfo {
+/// goblin's PE parse without its import walk, which expands shared thunk arrays without bound:
+/// [`pe_imports`] reads the import directory within the budget instead.
+pub(crate) fn parse(b: &[u8]) -> goblin::error::Result<PE<'_>> {
+    PE::parse_with_opts(b, &ParseOptions::default().with_parse_imports(false))
+}
+
+fn build(b: &[u8], pe: &PE<'_>, parts: PeParts, budget: &Budget) -> Result<PeInfo, ToolError> {
     let coff = &pe.header.coff_header;
     let opt = pe.header.optional_header.as_ref();
     let win = opt.map(|o| &o.windows_fields);
@@ -140,8 +147,8 @@ fn build(b: &[u8], pe: &PE<'_>, parts: PeParts) -> PeInfo {
     let sections: Vec<PeSection> = pe
         .sections
         .iter()
-        .map(|s| pe_parts::section(b, s))
-        .collect();
+        .map(|s| pe_parts::section(b, s, budget))
+        .collect::<Result<_, _>>()?;
     let entry_section = sections
         .iter()
         .find(|s| {
@@ -174,16 +181,24 @@ fn build(b: &[u8], pe: &PE<'_>, parts: PeParts) -> PeInfo {
         timestamps.insert("resource".to_string(), Stamp::new(ts));
     }
 
-    let (imports, import_count, imphash) = pe_parts::imports(pe);
-    let overlay = pe_parts::overlay(b, pe);
+    let (imports, import_count, imphash) = if parts.imports {
+        pe_imports::imports(b, pe, budget).map_err(|e| {
+            let remediation = format!("{}; or call pe_info with imports=false", e.remediation);
+            e.with_remediation(remediation)
+        })?
+    } else {
+        (Vec::new(), 0, None)
+    };
+    let overlay = pe_parts::overlay(b, pe, budget)?;
     let signature_size = dirs
         .and_then(|d| d.get_certificate_table())
         .map(|d| d.size)
         .unwrap_or(0);
     let tls_callbacks = pe.tls_data.as_ref().map(|t| t.callbacks.len()).unwrap_or(0);
-    let resources = resource_root
-        .map(|root| pe_parts::resources(b, pe, root, parts.limit))
-        .unwrap_or_default();
+    let resources = match resource_root {
+        Some(root) if parts.resources => pe_parts::resources(b, pe, root, parts.limit, budget)?,
+        _ => Vec::new(),
+    };
 
     let mut anomalies = Vec::new();
     if coff.time_date_stamp == 0 {
@@ -225,7 +240,7 @@ fn build(b: &[u8], pe: &PE<'_>, parts: PeParts) -> PeInfo {
             o.size
         ));
     }
-    if imports.is_empty() && !pe.is_lib && pe.clr_data.is_none() {
+    if parts.imports && imports.is_empty() && !pe.is_lib && pe.clr_data.is_none() {
         anomalies.push("no imports (packed, or resolves its API at run time?)".to_string());
     }
 
@@ -253,7 +268,7 @@ fn build(b: &[u8], pe: &PE<'_>, parts: PeParts) -> PeInfo {
         }
     }
 
-    PeInfo {
+    Ok(PeInfo {
         machine: machine_name(coff.machine).to_string(),
         bits: if pe.is_64 { 64 } else { 32 },
         is_dll: pe.is_lib,
@@ -300,7 +315,7 @@ fn build(b: &[u8], pe: &PE<'_>, parts: PeParts) -> PeInfo {
         signature_size,
         tls_callbacks,
         anomalies,
-    }
+    })
 }
 
 fn yes() -> bool {
@@ -323,7 +338,8 @@ pub struct PeInfoArgs {
     #[serde(default = "yes")]
     #[schemars(default = "yes")]
     pub sections: bool,
-    /// Include imports, by DLL.
+    /// Include imports, by DLL (false also leaves out the imphash and import_count: the import
+    /// table is not read at all).
     #[serde(default = "yes")]
     #[schemars(default = "yes")]
     pub imports: bool,
@@ -380,10 +396,13 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
                     pdb: a.pdb,
                     limit: a.limit.max(1),
                 };
-                on_sample(&config.roots, ctx, a.path, a.carved_path, move |s, _| {
+                on_sample(&config.roots, ctx, a.path, a.carved_path, move |s, ctx| {
                     let b = s.bytes();
-                    let info = pe_info(b, parts)?;
-                    Ok(PeInfoOutput { read_path: s.read_path(), size: b.len() as u64, entropy: shannon(b), info })
+                    let cancel = || ctx.is_cancelled();
+                    let budget = Budget::for_file(b.len(), &cancel);
+                    let info = pe_info(b, parts, &budget)?;
+                    let entropy = budget.entropy(b, "the whole file")?;
+                    Ok(PeInfoOutput { read_path: s.read_path(), size: b.len() as u64, entropy, info })
                 })
                 .await
             }

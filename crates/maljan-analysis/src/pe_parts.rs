@@ -2,13 +2,13 @@
 //! header, and the flag names.
 
 use goblin::pe::{PE, section_table::SectionTable};
-use md5::{Digest, Md5};
+use maljan_server::ToolError;
 use schemars::JsonSchema;
 use serde::Serialize;
 
 use crate::{
+    budget::Budget,
     common::{le_u16, le_u32},
-    entropy::shannon,
     identify::identify,
 };
 
@@ -24,7 +24,8 @@ pub struct PeSection {
     pub characteristics: Vec<String>,
 }
 
-pub fn section(b: &[u8], s: &SectionTable) -> PeSection {
+pub fn section(b: &[u8], s: &SectionTable, budget: &Budget) -> Result<PeSection, ToolError> {
+    budget.items(1, "sections")?;
     let start = (s.pointer_to_raw_data as usize).min(b.len());
     let end = start
         .saturating_add(s.size_of_raw_data as usize)
@@ -40,7 +41,7 @@ pub fn section(b: &[u8], s: &SectionTable) -> PeSection {
         (0x4000_0000, "read"),
         (0x8000_0000, "write"),
     ];
-    PeSection {
+    Ok(PeSection {
         name: s.real_name.clone().unwrap_or_else(|| {
             String::from_utf8_lossy(&s.name)
                 .trim_end_matches('\0')
@@ -50,13 +51,13 @@ pub fn section(b: &[u8], s: &SectionTable) -> PeSection {
         virtual_size: s.virtual_size,
         raw_offset: s.pointer_to_raw_data,
         raw_size: s.size_of_raw_data,
-        entropy: shannon(&b[start..end]),
+        entropy: budget.entropy(&b[start..end], "sections")?,
         characteristics: flags
             .iter()
             .filter(|(bit, _)| c & bit != 0)
             .map(|(_, n)| n.to_string())
             .collect(),
-    }
+    })
 }
 
 pub fn rva_to_offset(pe: &PE<'_>, rva: u32) -> Option<usize> {
@@ -74,90 +75,6 @@ pub fn rva_to_offset(pe: &PE<'_>, rva: u32) -> Option<usize> {
         (rva >= s.virtual_address && rva - s.virtual_address < size)
             .then(|| (rva - s.virtual_address) as usize + s.pointer_to_raw_data as usize)
     })
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
-pub struct ImportDll {
-    pub dll: String,
-    /// Function names; imports by ordinal appear as `ord123` (or their name for ws2_32/wsock32).
-    pub functions: Vec<String>,
-}
-
-/// ws2_32 / wsock32 ordinals as pefile's ordlookup names them (the ones malware imports).
-fn ws2_32_name(ord: u16) -> Option<&'static str> {
-    Some(match ord {
-        1 => "accept",
-        2 => "bind",
-        3 => "closesocket",
-        4 => "connect",
-        5 => "getpeername",
-        6 => "getsockname",
-        7 => "getsockopt",
-        8 => "htonl",
-        9 => "htons",
-        10 => "ioctlsocket",
-        11 => "inet_addr",
-        12 => "inet_ntoa",
-        13 => "listen",
-        14 => "ntohl",
-        15 => "ntohs",
-        16 => "recv",
-        17 => "recvfrom",
-        18 => "select",
-        19 => "send",
-        20 => "sendto",
-        21 => "setsockopt",
-        22 => "shutdown",
-        23 => "socket",
-        51 => "gethostbyaddr",
-        52 => "gethostbyname",
-        53 => "getprotobyname",
-        54 => "getprotobynumber",
-        55 => "getservbyname",
-        56 => "getservbyport",
-        57 => "gethostname",
-        111 => "WSAGetLastError",
-        112 => "WSASetLastError",
-        115 => "WSAStartup",
-        116 => "WSACleanup",
-        151 => "__WSAFDIsSet",
-        _ => return None,
-    })
-}
-
-/// Imports grouped by DLL (in table order), their count, and the imphash.
-pub fn imports(pe: &PE<'_>) -> (Vec<ImportDll>, usize, Option<String>) {
-    let mut dlls: Vec<ImportDll> = Vec::new();
-    let mut imphash_parts: Vec<String> = Vec::new();
-    for imp in &pe.imports {
-        let by_ordinal = imp.rva == 0 && imp.name.starts_with("ORDINAL ");
-        let dll_lower = imp.dll.to_ascii_lowercase();
-        let func = if by_ordinal {
-            match dll_lower.as_str() {
-                "ws2_32.dll" | "wsock32.dll" => ws2_32_name(imp.ordinal).map(str::to_string),
-                _ => None,
-            }
-            .unwrap_or_else(|| format!("ord{}", imp.ordinal))
-        } else {
-            imp.name.to_string()
-        };
-        let lib = match dll_lower.rsplit_once('.') {
-            Some((stem, "dll" | "ocx" | "sys")) => stem.to_string(),
-            _ => dll_lower.clone(),
-        };
-        imphash_parts.push(format!("{lib}.{}", func.to_ascii_lowercase()));
-        match dlls.last_mut() {
-            Some(last) if last.dll == imp.dll => last.functions.push(func),
-            _ => dlls.push(ImportDll {
-                dll: imp.dll.to_string(),
-                functions: vec![func],
-            }),
-        }
-    }
-    let count = imphash_parts.len();
-    let imphash = (!imphash_parts.is_empty())
-        .then(|| hex::encode(Md5::digest(imphash_parts.join(",").as_bytes())));
-    (dlls, count, imphash)
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
@@ -211,7 +128,7 @@ pub struct Overlay {
     pub kind: String,
 }
 
-pub fn overlay(b: &[u8], pe: &PE<'_>) -> Option<Overlay> {
+pub fn overlay(b: &[u8], pe: &PE<'_>, budget: &Budget) -> Result<Option<Overlay>, ToolError> {
     let headers = pe
         .header
         .optional_header
@@ -227,15 +144,17 @@ pub fn overlay(b: &[u8], pe: &PE<'_>) -> Option<Overlay> {
         .unwrap_or(headers);
     let len = b.len() as u64;
     if end >= len {
-        return None;
+        return Ok(None);
     }
     let data = &b[end as usize..];
-    Some(Overlay {
+    let head = &data[..data.len().min(1 << 20)];
+    budget.scan(head.len(), "overlay")?;
+    Ok(Some(Overlay {
         offset: end,
         size: len - end,
-        entropy: shannon(data),
-        kind: identify(&data[..data.len().min(1 << 20)]).kind,
-    })
+        entropy: budget.entropy(data, "overlay")?,
+        kind: identify(head).kind,
+    }))
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
@@ -338,90 +257,110 @@ fn resource_type_name(id: u32) -> String {
     name.to_string()
 }
 
-/// Walks the resource tree (type / name / language) from its root's file offset.
-pub fn resources(b: &[u8], pe: &PE<'_>, root: usize, limit: usize) -> Vec<PeResource> {
-    let mut out = Vec::new();
-    let mut visited = 0usize;
-    walk(
-        b,
-        pe,
-        root,
-        root,
-        0,
-        &mut Vec::new(),
-        &mut out,
-        &mut visited,
-        limit,
-    );
-    out
-}
-
-#[allow(clippy::too_many_arguments)]
-fn walk(
+/// Walks the resource tree (type / name / language) from its root's file offset; every entry and
+/// every byte of resource data read is charged to `budget` (a hostile tree points many entries at
+/// one directory or one large blob).
+pub fn resources(
     b: &[u8],
     pe: &PE<'_>,
     root: usize,
-    dir: usize,
-    depth: usize,
-    path: &mut Vec<(Option<u32>, String)>,
-    out: &mut Vec<PeResource>,
-    visited: &mut usize,
     limit: usize,
-) {
-    if depth > 3 || out.len() >= limit || *visited > 100_000 {
-        return;
-    }
-    let (Some(named), Some(ids)) = (le_u16(b, dir + 12), le_u16(b, dir + 14)) else {
-        return;
+    budget: &Budget,
+) -> Result<Vec<PeResource>, ToolError> {
+    let mut tree = ResourceTree {
+        b,
+        pe,
+        root,
+        limit,
+        budget,
+        path: Vec::new(),
+        out: Vec::new(),
     };
-    let count = usize::from(named) + usize::from(ids);
-    for i in 0..count.min(4096) {
-        *visited += 1;
-        let entry = dir + 16 + i * 8;
-        let (Some(name), Some(target)) = (le_u32(b, entry), le_u32(b, entry + 4)) else {
-            return;
+    tree.walk(root, 0)?;
+    Ok(tree.out)
+}
+
+struct ResourceTree<'a, 'b> {
+    b: &'a [u8],
+    pe: &'a PE<'a>,
+    root: usize,
+    limit: usize,
+    budget: &'a Budget<'b>,
+    /// The (id, label) of each level above the entry being read.
+    path: Vec<(Option<u32>, String)>,
+    out: Vec<PeResource>,
+}
+
+impl ResourceTree<'_, '_> {
+    fn walk(&mut self, dir: usize, depth: usize) -> Result<(), ToolError> {
+        let (b, root) = (self.b, self.root);
+        if depth > 3 || self.out.len() >= self.limit {
+            return Ok(());
+        }
+        let (Some(named), Some(ids)) = (le_u16(b, dir + 12), le_u16(b, dir + 14)) else {
+            return Ok(());
         };
-        let label = if name & 0x8000_0000 != 0 {
-            (
-                None,
-                resource_string(b, root + (name & 0x7fff_ffff) as usize),
-            )
-        } else {
-            (Some(name), name.to_string())
-        };
-        path.push(label);
-        if target & 0x8000_0000 != 0 {
-            let sub = root + (target & 0x7fff_ffff) as usize;
-            if sub != dir {
-                walk(b, pe, root, sub, depth + 1, path, out, visited, limit);
-            }
-        } else if let (Some(rva), Some(size)) = (
-            le_u32(b, root + target as usize),
-            le_u32(b, root + target as usize + 4),
-        ) {
-            let offset = rva_to_offset(pe, rva);
-            let data = offset.and_then(|o| b.get(o..o.saturating_add(size as usize)));
-            let r#type = match path.first() {
-                Some((Some(id), _)) => resource_type_name(*id),
-                Some((None, s)) => s.clone(),
-                None => String::new(),
+        let count = usize::from(named) + usize::from(ids);
+        for i in 0..count {
+            self.budget.items(1, "resource entries")?;
+            let entry = dir + 16 + i * 8;
+            let (Some(name), Some(target)) = (le_u32(b, entry), le_u32(b, entry + 4)) else {
+                return Ok(());
             };
-            out.push(PeResource {
-                r#type,
-                name: path.get(1).map(|p| p.1.clone()).unwrap_or_default(),
-                language: path.get(2).and_then(|p| p.0).unwrap_or(0),
-                offset: offset.unwrap_or(0) as u64,
-                size,
-                entropy: data.map(shannon).unwrap_or(0.0),
-                kind: data
-                    .map(|d| identify(&d[..d.len().min(1 << 16)]).kind)
-                    .unwrap_or_else(|| "outside the file".into()),
-            });
+            let label = if name & 0x8000_0000 != 0 {
+                (
+                    None,
+                    resource_string(b, root + (name & 0x7fff_ffff) as usize),
+                )
+            } else {
+                (Some(name), name.to_string())
+            };
+            self.path.push(label);
+            if target & 0x8000_0000 != 0 {
+                let sub = root + (target & 0x7fff_ffff) as usize;
+                if sub != dir {
+                    self.walk(sub, depth + 1)?;
+                }
+            } else if let (Some(rva), Some(size)) = (
+                le_u32(b, root + target as usize),
+                le_u32(b, root + target as usize + 4),
+            ) {
+                self.leaf(rva, size)?;
+            }
+            self.path.pop();
+            if self.out.len() >= self.limit {
+                return Ok(());
+            }
         }
-        path.pop();
-        if out.len() >= limit {
-            return;
-        }
+        Ok(())
+    }
+
+    fn leaf(&mut self, rva: u32, size: u32) -> Result<(), ToolError> {
+        let offset = rva_to_offset(self.pe, rva);
+        let data = offset.and_then(|o| self.b.get(o..o.saturating_add(size as usize)));
+        let r#type = match self.path.first() {
+            Some((Some(id), _)) => resource_type_name(*id),
+            Some((None, s)) => s.clone(),
+            None => String::new(),
+        };
+        let (entropy, kind) = match data {
+            Some(d) => {
+                let head = &d[..d.len().min(1 << 16)];
+                self.budget.scan(head.len(), "resources")?;
+                (self.budget.entropy(d, "resources")?, identify(head).kind)
+            }
+            None => (0.0, "outside the file".into()),
+        };
+        self.out.push(PeResource {
+            r#type,
+            name: self.path.get(1).map(|p| p.1.clone()).unwrap_or_default(),
+            language: self.path.get(2).and_then(|p| p.0).unwrap_or(0),
+            offset: offset.unwrap_or(0) as u64,
+            size,
+            entropy,
+            kind,
+        });
+        Ok(())
     }
 }
 

@@ -47,15 +47,31 @@ pub struct FoundString {
 /// Longest value returned for one string (longer ones are cut and marked with `…`).
 pub const MAX_VALUE_CHARS: usize = 4096;
 
+/// How many bytes a scan reads between looks at the call's cancellation.
+const CANCEL_EVERY: usize = 1 << 20;
+
 /// Calls `f(offset, bytes)` for every ASCII run of at least `min_len` bytes. Returns early when
-/// `f` returns false.
-pub fn scan_ascii(b: &[u8], min_len: usize, mut f: impl FnMut(usize, &[u8]) -> bool) {
+/// `f` returns false or `cancel` answers true (asked about once a MiB, hits or not).
+pub fn scan_ascii(
+    b: &[u8],
+    min_len: usize,
+    cancel: &dyn Fn() -> bool,
+    mut f: impl FnMut(usize, &[u8]) -> bool,
+) {
     let min_len = min_len.max(1);
     let mut i = 0;
     let n = b.len();
+    let mut next_check = 0;
     while i < n {
-        // Skip non-printable bytes fast.
-        while i < n && !PRINTABLE[b[i] as usize] {
+        if i >= next_check {
+            if cancel() {
+                return;
+            }
+            next_check = i + CANCEL_EVERY;
+        }
+        // Skip non-printable bytes fast (up to the next look at the cancellation).
+        let skip_end = n.min(next_check);
+        while i < skip_end && !PRINTABLE[b[i] as usize] {
             i += 1;
         }
         let start = i;
@@ -69,12 +85,24 @@ pub fn scan_ascii(b: &[u8], min_len: usize, mut f: impl FnMut(usize, &[u8]) -> b
 }
 
 /// Calls `f(offset, text)` for every UTF-16LE run (printable ASCII code units) of at least
-/// `min_len` characters, at any alignment.
-pub fn scan_utf16le(b: &[u8], min_len: usize, mut f: impl FnMut(usize, String) -> bool) {
+/// `min_len` characters, at any alignment; stops like [`scan_ascii`].
+pub fn scan_utf16le(
+    b: &[u8],
+    min_len: usize,
+    cancel: &dyn Fn() -> bool,
+    mut f: impl FnMut(usize, String) -> bool,
+) {
     let min_len = min_len.max(1);
     let n = b.len();
     let mut i = 0;
+    let mut next_check = 0;
     while i + 1 < n {
+        if i >= next_check {
+            if cancel() {
+                return;
+            }
+            next_check = i + CANCEL_EVERY;
+        }
         // Fast skip: a run needs a printable byte followed by a zero byte.
         if b[i + 1] != 0 || !PRINTABLE[b[i] as usize] {
             i += 1;
@@ -145,22 +173,18 @@ pub fn extract(b: &[u8], q: &StringQuery, cancel: &dyn Fn() -> bool) -> (Vec<Fou
         };
     let mut ascii = Vec::new();
     if q.ascii {
-        let mut seen = 0usize;
-        scan_ascii(b, q.min_len, |off, run| {
+        scan_ascii(b, q.min_len, cancel, |off, run| {
             // SAFETY-free: printable bytes are ASCII, so this is valid UTF-8.
             let s = std::str::from_utf8(run).unwrap_or_default();
             keep(Encoding::Ascii, off, s, &mut ascii, &mut total);
-            seen += 1;
-            !(seen.is_multiple_of(65_536) && cancel())
+            true
         });
     }
     let mut wide = Vec::new();
     if q.utf16le {
-        let mut seen = 0usize;
-        scan_utf16le(b, q.min_len, |off, s| {
+        scan_utf16le(b, q.min_len, cancel, |off, s| {
             keep(Encoding::Utf16le, off, &s, &mut wide, &mut total);
-            seen += 1;
-            !(seen.is_multiple_of(65_536) && cancel())
+            true
         });
     }
     found.reserve(ascii.len() + wide.len());

@@ -1,12 +1,14 @@
-//! Hostile input: random bytes, and the corpus files with bytes flipped, cut or spliced, through every
-//! parser. Nothing may panic out of a tool (library panics are contained and become tool_failed), and
-//! the parsers written here (resource walker, MS-OVBA, dir stream, PDF raw scan, strings, IOCs,
-//! carving) must not panic at all — they are called outside any containment.
+//! Hostile input: random bytes, and the corpus files with bytes flipped, cut or spliced or huge
+//! counts written over their header fields, through every parser. Nothing may panic out of a tool
+//! (library panics are contained and become tool_failed), the parsers written here (resource
+//! walker, import walker, MS-OVBA, dir stream, PDF raw scan, strings, IOCs, carving) must not panic
+//! at all — they are called outside any containment — and no answer may be larger than a small
+//! multiple of its input.
 
 mod corpus;
 
 use maljan_analysis::{
-    archive, carve, document, elf, entropy, identify, iocs, macho, ole, pe, strings,
+    archive, budget::Budget, carve, document, elf, entropy, identify, iocs, macho, ole, pe, strings,
 };
 use proptest::prelude::*;
 
@@ -21,20 +23,53 @@ fn seeds() -> Vec<Vec<u8>> {
         corpus::zip_archive(),
         corpus::tar_archive(),
         corpus::gzip(&corpus::tar_archive(), "a.tar"),
+        // The structures that exhausted the parsers, small: 200 descriptors sharing one thunk
+        // array of 200 claim 40,000 imports from 6 KB; 100 segments claim 400 billion sections.
+        corpus::import_bomb_pe(200, 200),
+        corpus::section_bomb_macho(100),
+        corpus::bind_bomb_macho(),
     ]
 }
 
-/// Runs every parser on `b`; returns normally unless one of them panics.
+/// The most bytes of JSON any parser may answer for an input of `len` bytes: its answer is
+/// bounded by the file's size, never by the counts the file claims.
+fn answer_bound(len: usize) -> usize {
+    16 * len + 256 * 1024
+}
+
+/// The size of `answer` as JSON (0 for an error: an error is a bounded answer).
+fn json_len<T: serde::Serialize, E>(answer: &Result<T, E>) -> usize {
+    answer
+        .as_ref()
+        .map(|v| serde_json::to_vec(v).map(|j| j.len()).unwrap_or(0))
+        .unwrap_or(0)
+}
+
+/// Runs every parser on `b`; returns normally unless one of them panics or answers more than
+/// [`answer_bound`] bytes.
 fn every_parser(b: &[u8]) {
     let before = maljan_analysis::common::contained_panics();
-    let _ = identify(b);
-    let _ = pe::pe_info(b, Default::default());
-    let _ = elf::elf_info(b, 100);
-    let _ = macho::macho_info(b, 100);
-    let _ = archive::list(b, 100);
-    let _ = document::document_info(b, 100);
-    let _ = carve::carve(b, 100, &|| false);
-    let _ = entropy::sections(b);
+    let budget = || Budget::for_file(b.len(), &|| false);
+    let bound = answer_bound(b.len());
+    let mut sizes: Vec<(&str, usize)> = vec![
+        ("identify", json_len(&Ok::<_, ()>(identify(b)))),
+        (
+            "pe",
+            json_len(&pe::pe_info(b, Default::default(), &budget())),
+        ),
+        ("elf", json_len(&elf::elf_info(b, 100, &budget()))),
+        ("macho", json_len(&macho::macho_info(b, 100, &budget()))),
+        ("archive", json_len(&archive::list(b, 100, &budget()))),
+        (
+            "document",
+            json_len(&document::document_info(b, 100, &budget())),
+        ),
+        (
+            "carve",
+            json_len(&Ok::<_, ()>(carve::carve(b, 100, &|| false))),
+        ),
+        ("sections", json_len(&entropy::sections(b, &budget()))),
+    ];
     let q = strings::StringQuery {
         min_len: 4,
         ascii: true,
@@ -44,11 +79,25 @@ fn every_parser(b: &[u8]) {
         offset: 0,
         limit: 10,
     };
-    let _ = strings::extract(b, &q, &|| false);
-    let _ = iocs::extract(&String::from_utf8_lossy(b), iocs::KINDS);
+    sizes.push((
+        "strings",
+        json_len(&Ok::<_, ()>(strings::extract(b, &q, &|| false).0)),
+    ));
+    let text = String::from_utf8_lossy(b);
+    sizes.push((
+        "iocs",
+        json_len(&Ok::<_, ()>(iocs::extract(&text, iocs::KINDS))),
+    ));
     let _ = ole::ovba_decompress(b);
     let _ = ole::parse_dir(b);
-    let _ = ole::analyze(b, 100);
+    sizes.push(("ole", json_len(&ole::analyze(b, 100, &budget()))));
+    for (parser, size) in sizes {
+        assert!(
+            size <= bound,
+            "{parser} answered {size} bytes of JSON for {} bytes of input",
+            b.len()
+        );
+    }
     // Containment is the last line of defence, not a parsing strategy: on these inputs no parser
     // (ours or a library's) panicked at all.
     assert_eq!(
@@ -65,6 +114,9 @@ enum Mutation {
     Cut(usize),
     Splice(usize, Vec<u8>),
     Zero(usize, usize),
+    /// A huge count written over a header field: (offset in the first 512 or last 64 bytes,
+    /// width 2/4/8, from the end, value).
+    Count(usize, u8, bool, u64),
 }
 
 fn apply(mut b: Vec<u8>, muts: &[Mutation]) -> Vec<u8> {
@@ -87,6 +139,17 @@ fn apply(mut b: Vec<u8>, muts: &[Mutation]) -> Vec<u8> {
                 let end = (i + n).min(b.len());
                 b[i..end].fill(0xFF);
             }
+            Mutation::Count(i, width, from_end, value) => {
+                let width = usize::from(*width);
+                if b.len() < width {
+                    continue;
+                }
+                // Header counts sit at aligned offsets near the start (or, for zip, the end).
+                let span = if *from_end { 64 } else { 512 }.min(b.len() - width + 1);
+                let at = (i % span) / width * width;
+                let at = if *from_end { b.len() - width - at } else { at };
+                b[at..at + width].copy_from_slice(&value.to_le_bytes()[..width]);
+            }
         }
     }
     b
@@ -99,6 +162,25 @@ fn mutation() -> impl Strategy<Value = Mutation> {
         1 => (any::<usize>(), proptest::collection::vec(any::<u8>(), 1..64)).prop_map(|(i, d)| Mutation::Splice(i, d)),
         2 => (any::<usize>(), 1usize..16).prop_map(|(i, n)| Mutation::Zero(i, n)),
     ]
+}
+
+/// The values a hostile header claims: all ones, the top of a signed range, just past a 16-bit
+/// count, and in between.
+fn huge_count() -> impl Strategy<Value = Mutation> {
+    (
+        any::<usize>(),
+        prop_oneof![Just(2u8), Just(4u8), Just(8u8)],
+        any::<bool>(),
+        prop_oneof![
+            Just(u64::MAX),
+            Just(0x7fff_ffff),
+            Just(0xffff_ffff),
+            Just(0x1_0000),
+            Just(0xffff),
+            1u64..1_000_000,
+        ],
+    )
+        .prop_map(|(i, w, end, v)| Mutation::Count(i, w, end, v))
 }
 
 proptest! {
@@ -123,8 +205,17 @@ proptest! {
     }
 
     #[test]
+    fn huge_counts_in_the_headers_of_corpus_files_cost_no_more_than_the_file(
+        which in 0usize..12,
+        muts in proptest::collection::vec(huge_count(), 1..4),
+    ) {
+        let b = apply(seeds()[which].clone(), &muts);
+        every_parser(&b);
+    }
+
+    #[test]
     fn mutated_corpus_files_never_panic(
-        which in 0usize..9,
+        which in 0usize..12,
         muts in proptest::collection::vec(mutation(), 1..8),
     ) {
         let b = apply(seeds()[which].clone(), &muts);

@@ -12,6 +12,11 @@ use maljan_server::{ErrorCode, Roots, ToolServer};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
+/// The budget a tool gives a file of this size (the base allowance for `b""`), never cancelled.
+fn budget_for(b: &[u8]) -> maljan_analysis::budget::Budget<'static> {
+    maljan_analysis::budget::Budget::for_file(b.len(), &|| false)
+}
+
 struct Fixture {
     dir: tempfile::TempDir,
     server: Arc<ToolServer>,
@@ -154,7 +159,12 @@ fn identify_by_content() {
 
 #[test]
 fn pe_facts() {
-    let info = pe::pe_info(&corpus::pe(), Default::default()).unwrap();
+    let info = pe::pe_info(
+        &corpus::pe(),
+        Default::default(),
+        &budget_for(&corpus::pe()),
+    )
+    .unwrap();
     assert_eq!(info.machine, "x86-64");
     assert_eq!(info.bits, 64);
     assert!(!info.is_dll);
@@ -203,7 +213,12 @@ fn pe_facts() {
         info.anomalies
     );
     // Not a PE: unsupported_format, not a panic.
-    let not_pe = pe::pe_info(&corpus::elf(), Default::default()).unwrap_err();
+    let not_pe = pe::pe_info(
+        &corpus::elf(),
+        Default::default(),
+        &budget_for(&corpus::elf()),
+    )
+    .unwrap_err();
     assert_eq!(
         not_pe.code,
         ErrorCode::UnsupportedFormat,
@@ -214,7 +229,7 @@ fn pe_facts() {
 
 #[test]
 fn elf_and_macho_facts() {
-    let e = elf::elf_info(&corpus::elf(), 100).unwrap();
+    let e = elf::elf_info(&corpus::elf(), 100, &budget_for(&corpus::elf())).unwrap();
     assert_eq!(
         (e.bits, e.machine.as_str(), e.r#type.as_str()),
         (64, "x86-64", "relocatable")
@@ -225,7 +240,7 @@ fn elf_and_macho_facts() {
             .any(|s| s.name == ".text" && s.flags.contains('x'))
     );
     assert!(e.sections.iter().any(|s| s.name == ".rodata.c2"));
-    let m = macho::macho_info(&corpus::macho(), 100).unwrap();
+    let m = macho::macho_info(&corpus::macho(), 100, &budget_for(&corpus::macho())).unwrap();
     assert!(!m.universal);
     let a = &m.architectures[0];
     assert_eq!(
@@ -241,7 +256,12 @@ fn elf_and_macho_facts() {
 
 #[test]
 fn ole2_vba_macros() {
-    let r = document::document_info(&corpus::ole_with_vba("Macros/", true), 100).unwrap();
+    let r = document::document_info(
+        &corpus::ole_with_vba("Macros/", true),
+        100,
+        &budget_for(b""),
+    )
+    .unwrap();
     assert_eq!(r.format, "ole2");
     assert!(r.macros && r.auto_exec);
     let ole = r.ole.as_ref().unwrap();
@@ -263,7 +283,7 @@ fn ole2_vba_macros() {
 
 #[test]
 fn ooxml_parts_vba_and_external_relationships() {
-    let r = document::document_info(&corpus::docm(), 100).unwrap();
+    let r = document::document_info(&corpus::docm(), 100, &budget_for(b"")).unwrap();
     assert_eq!(r.format, "ooxml");
     let x = r.ooxml.as_ref().unwrap();
     assert!(x.has_vba_project && r.macros && r.auto_exec);
@@ -292,7 +312,7 @@ fn ooxml_parts_vba_and_external_relationships() {
 
 #[test]
 fn pdf_javascript_openaction_uris_embedded() {
-    let r = document::document_info(&corpus::pdf(), 100).unwrap();
+    let r = document::document_info(&corpus::pdf(), 100, &budget_for(b"")).unwrap();
     assert_eq!(r.format, "pdf");
     let p = r.pdf.as_ref().unwrap();
     assert_eq!(p.pages, Some(1));
@@ -304,14 +324,19 @@ fn pdf_javascript_openaction_uris_embedded() {
     assert!(r.auto_exec && r.macros);
     // A truncated PDF still gets the raw keyword answer, and says what it lacks.
     let pdf = corpus::pdf();
-    let r = document::document_info(&pdf[..pdf.len() / 2], 100).unwrap();
+    let r = document::document_info(&pdf[..pdf.len() / 2], 100, &budget_for(b"")).unwrap();
     assert!(!r.without.is_empty());
     assert!(r.pdf.unwrap().keywords["/JavaScript"] >= 1);
 }
 
 #[test]
 fn archives() {
-    let z = archive::list(&corpus::zip_archive(), 100).unwrap();
+    let z = archive::list(
+        &corpus::zip_archive(),
+        100,
+        &budget_for(&corpus::zip_archive()),
+    )
+    .unwrap();
     assert_eq!((z.format.as_str(), z.entry_count), ("zip", 3));
     assert_eq!(z.comment.as_deref(), Some("maljan test archive"));
     let by_name = |n: &str| {
@@ -324,7 +349,12 @@ fn archives() {
     };
     assert!(by_name("../../evil.sh").contains(&"path_traversal".to_string()));
     assert!(by_name("invoice.pdf.exe").contains(&"double_extension".to_string()));
-    let t = archive::list(&corpus::tar_archive(), 100).unwrap();
+    let t = archive::list(
+        &corpus::tar_archive(),
+        100,
+        &budget_for(&corpus::tar_archive()),
+    )
+    .unwrap();
     assert_eq!(
         t.entries
             .iter()
@@ -332,10 +362,20 @@ fn archives() {
             .collect::<Vec<_>>(),
         [("a/one.txt", 3), ("a/two.bin", 1000)]
     );
-    let tgz = archive::list(&corpus::gzip(&corpus::tar_archive(), "a.tar"), 100).unwrap();
+    let tgz = archive::list(
+        &corpus::gzip(&corpus::tar_archive(), "a.tar"),
+        100,
+        &budget_for(b""),
+    )
+    .unwrap();
     assert_eq!((tgz.format.as_str(), tgz.entry_count), ("tar.gz", 2));
     assert_eq!(tgz.details["original_name"], "a.tar");
-    let gz = archive::list(&corpus::gzip(b"just a note", "note.txt"), 100).unwrap();
+    let gz = archive::list(
+        &corpus::gzip(b"just a note", "note.txt"),
+        100,
+        &budget_for(b""),
+    )
+    .unwrap();
     assert_eq!(
         (gz.entries[0].name.as_str(), gz.entries[0].size),
         ("note.txt", 11)
@@ -343,11 +383,13 @@ fn archives() {
     let seven = archive::list(
         &[b"7z\xBC\xAF\x27\x1C\x00\x04".to_vec(), vec![0; 40]].concat(),
         100,
+        &budget_for(b""),
     )
     .unwrap();
     assert_eq!(seven.format, "7z");
     assert!(seven.without[0].contains("7z"));
-    let not_archive = archive::list(b"plain text, not an archive", 10).unwrap_err();
+    let not_archive =
+        archive::list(b"plain text, not an archive", 10, &budget_for(b"")).unwrap_err();
     assert_eq!(
         not_archive.code,
         ErrorCode::UnsupportedFormat,

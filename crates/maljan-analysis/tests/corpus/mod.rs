@@ -248,6 +248,11 @@ fn record(out: &mut Vec<u8>, id: u16, data: &[u8]) {
 
 /// A decompressed VBA `dir` stream describing one module, Module1, at source offset 0.
 pub fn vba_dir() -> Vec<u8> {
+    vba_dir_of(1)
+}
+
+/// A decompressed VBA `dir` stream describing `modules` modules that all name the stream Module1.
+pub fn vba_dir_of(modules: usize) -> Vec<u8> {
     let mut d = Vec::new();
     record(&mut d, 0x0001, &1u32.to_le_bytes()); // PROJECTSYSKIND: win32
     record(&mut d, 0x0003, &1252u16.to_le_bytes()); // PROJECTCODEPAGE
@@ -256,19 +261,21 @@ pub fn vba_dir() -> Vec<u8> {
     d.extend_from_slice(&[0xAF, 0x01, 0, 0, 0x06, 0]);
     record(&mut d, 0x000F, &1u16.to_le_bytes()); // PROJECTMODULES count
     record(&mut d, 0x0013, &0xFFFFu16.to_le_bytes()); // PROJECTCOOKIE
-    record(&mut d, 0x0019, b"Module1");
-    record(&mut d, 0x001A, b"Module1");
-    record(
-        &mut d,
-        0x0032,
-        &"Module1"
-            .encode_utf16()
-            .flat_map(u16::to_le_bytes)
-            .collect::<Vec<_>>(),
-    );
-    record(&mut d, 0x0031, &0u32.to_le_bytes());
-    record(&mut d, 0x0021, &[]); // MODULETYPE procedural
-    record(&mut d, 0x002B, &[]); // module terminator
+    for _ in 0..modules {
+        record(&mut d, 0x0019, b"Module1");
+        record(&mut d, 0x001A, b"Module1");
+        record(
+            &mut d,
+            0x0032,
+            &"Module1"
+                .encode_utf16()
+                .flat_map(u16::to_le_bytes)
+                .collect::<Vec<_>>(),
+        );
+        record(&mut d, 0x0031, &0u32.to_le_bytes());
+        record(&mut d, 0x0021, &[]); // MODULETYPE procedural
+        record(&mut d, 0x002B, &[]); // module terminator
+    }
     record(&mut d, 0x0010, &[]); // dir terminator
     d
 }
@@ -417,3 +424,175 @@ Hashes: 44d88612fea8a8f36de82e1278abb02f 3395856ce81f2b7382dee72602f798b642f1414
 275a021bbfb6489e54d471899f7db9d1663fc695ec2fe2a2c4538aabf651fd0f\n\
 Persist HKCU\\Software\\Microsoft\\Windows\\CurrentVersion\\Run\\updater\n\
 Drop C:\\Users\\Public\\Libraries\\svc.exe and /tmp/.cache/kworker\n";
+
+// Executables built to exhaust parsers (issue 18): counts that claim far more than the file holds.
+
+/// A PE32+ whose one section holds `descriptors` import descriptors that all share one thunk
+/// array of `thunks` entries naming one function (50,000 of each: 1.4 MB on disk, 2.5 billion
+/// imports as claimed).
+pub fn import_bomb_pe(descriptors_n: usize, thunks_n: usize) -> Vec<u8> {
+    const SECTION_RVA: u32 = 0x1000;
+    const SECTION_RAW: usize = 0x200;
+    let descriptors = 0;
+    let thunks = (descriptors_n + 1) * 20 + 4; // after the null descriptor, 8-aligned
+    let hint_name = thunks + (thunks_n + 1) * 8;
+    let dll_name = hint_name + 8;
+    let section_size = (dll_name + 16).next_multiple_of(0x200);
+    let rva = |off: usize| SECTION_RVA + off as u32;
+    let mut b = vec![0u8; SECTION_RAW + section_size];
+    b[..2].copy_from_slice(b"MZ");
+    put32(&mut b, 0x3c, 0x80);
+    let pe = 0x80;
+    b[pe..pe + 4].copy_from_slice(b"PE\0\0");
+    put16(&mut b, pe + 4, 0x8664);
+    put16(&mut b, pe + 6, 1);
+    put32(&mut b, pe + 8, 1_600_000_000);
+    put16(&mut b, pe + 20, 240);
+    put16(&mut b, pe + 22, 0x0022);
+    let o = pe + 24;
+    put16(&mut b, o, 0x20b);
+    put32(&mut b, o + 16, SECTION_RVA);
+    put64(&mut b, o + 24, 0x1_4000_0000);
+    put32(&mut b, o + 32, 0x1000);
+    put32(&mut b, o + 36, 0x200);
+    put16(&mut b, o + 40, 6);
+    put16(&mut b, o + 48, 6);
+    put32(&mut b, o + 56, SECTION_RVA + section_size as u32);
+    put32(&mut b, o + 60, 0x200);
+    put16(&mut b, o + 68, 3);
+    put32(&mut b, o + 108, 16);
+    put32(&mut b, o + 112 + 8, rva(descriptors));
+    put32(&mut b, o + 112 + 12, (descriptors_n * 20) as u32);
+    let st = o + 240;
+    b[st..st + 6].copy_from_slice(b".idata");
+    put32(&mut b, st + 8, section_size as u32);
+    put32(&mut b, st + 12, SECTION_RVA);
+    put32(&mut b, st + 16, section_size as u32);
+    put32(&mut b, st + 20, SECTION_RAW as u32);
+    put32(&mut b, st + 36, 0xC000_0040);
+    let s = SECTION_RAW;
+    for i in 0..descriptors_n {
+        let d = s + descriptors + i * 20;
+        put32(&mut b, d, rva(thunks));
+        put32(&mut b, d + 12, rva(dll_name));
+        put32(&mut b, d + 16, rva(thunks));
+    }
+    for i in 0..thunks_n {
+        put64(&mut b, s + thunks + i * 8, u64::from(rva(hint_name)));
+    }
+    b[s + hint_name + 2..s + hint_name + 4].copy_from_slice(b"A\0");
+    b[s + dll_name..s + dll_name + 8].copy_from_slice(b"k32.dll\0");
+    b
+}
+
+/// A 64-bit Mach-O executable with `segments` LC_SEGMENT_64 commands of 72 bytes (room for no
+/// section), each claiming 0xFFFFFFFF sections.
+pub fn section_bomb_macho(segments: usize) -> Vec<u8> {
+    let len = 32 + segments * 72;
+    let mut b = vec![0u8; len];
+    put32(&mut b, 0, 0xfeed_facf);
+    put32(&mut b, 4, 0x0100_0007);
+    put32(&mut b, 8, 3);
+    put32(&mut b, 12, 2);
+    put32(&mut b, 16, segments as u32);
+    put32(&mut b, 20, (segments * 72) as u32);
+    for i in 0..segments {
+        let c = 32 + i * 72;
+        put32(&mut b, c, 0x19);
+        put32(&mut b, c + 4, 72);
+        b[c + 8..c + 12].copy_from_slice(b"__X\0");
+        put64(&mut b, c + 32, len as u64); // vmsize
+        put32(&mut b, c + 56, 7);
+        put32(&mut b, c + 60, 5);
+        put32(&mut b, c + 64, 0xFFFF_FFFF); // nsects
+    }
+    b
+}
+
+/// A 64-bit Mach-O with one segment over the whole file and an LC_DYLD_INFO_ONLY whose bind
+/// opcodes and export trie are `bind` and `trie`.
+pub fn macho_with_dyld_info(bind: &[u8], trie: &[u8]) -> Vec<u8> {
+    let data = 32 + 72 + 48;
+    let len = data + bind.len() + trie.len();
+    let mut b = vec![0u8; len];
+    put32(&mut b, 0, 0xfeed_facf);
+    put32(&mut b, 4, 0x0100_0007);
+    put32(&mut b, 8, 3);
+    put32(&mut b, 12, 2);
+    put32(&mut b, 16, 2);
+    put32(&mut b, 20, 72 + 48);
+    let seg = 32;
+    put32(&mut b, seg, 0x19);
+    put32(&mut b, seg + 4, 72);
+    b[seg + 8..seg + 14].copy_from_slice(b"__TEXT");
+    put64(&mut b, seg + 32, len as u64);
+    put64(&mut b, seg + 48, len as u64);
+    put32(&mut b, seg + 56, 5);
+    put32(&mut b, seg + 60, 5);
+    let info = seg + 72;
+    put32(&mut b, info, 0x8000_0022);
+    put32(&mut b, info + 4, 48);
+    put32(&mut b, info + 16, data as u32);
+    put32(&mut b, info + 20, bind.len() as u32);
+    put32(&mut b, info + 40, (data + bind.len()) as u32);
+    put32(&mut b, info + 44, trie.len() as u32);
+    b[data..data + bind.len()].copy_from_slice(bind);
+    b[data + bind.len()..].copy_from_slice(trie);
+    b
+}
+
+/// Bind opcodes that name one symbol, then bind it 2^62 times in one repeat opcode.
+pub fn bind_bomb_macho() -> Vec<u8> {
+    let mut bind = vec![0x40, b'_', b'x', 0, 0x70, 0x00];
+    bind.push(0xc0);
+    bind.extend([0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40]); // 2^62
+    bind.extend([0x00, 0x00]); // skip 0, then DONE
+    macho_with_dyld_info(&bind, &[])
+}
+
+/// An export trie whose root's only edge leads back to the root.
+pub fn trie_loop_macho() -> Vec<u8> {
+    macho_with_dyld_info(&[], &[0x00, 0x01, b'a', 0x00, 0x00])
+}
+
+/// An OOXML package whose `copies` relationship parts all share one deflate stream of 16 MiB of
+/// spaces (64 copies: about a megabyte on disk, a gigabyte inflated).
+pub fn inflation_bomb_docx(copies: usize) -> Vec<u8> {
+    let opts = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated);
+    let mut one = zip::ZipWriter::new(Cursor::new(Vec::new()));
+    one.start_file("blob", opts).unwrap();
+    one.write_all(&vec![b' '; 16 << 20]).unwrap();
+    let one = one.finish().unwrap().into_inner();
+    let mut source = zip::ZipArchive::new(Cursor::new(one)).unwrap();
+
+    let mut w = zip::ZipWriter::new(Cursor::new(Vec::new()));
+    w.start_file("[Content_Types].xml", opts).unwrap();
+    w.write_all(br#"<?xml version="1.0"?><Types/>"#).unwrap();
+    w.start_file("word/document.xml", opts).unwrap();
+    w.write_all(b"<w:document/>").unwrap();
+    for i in 0..copies {
+        let blob = source.by_name("blob").unwrap();
+        w.raw_copy_file_rename(blob, format!("word/_rels/part{i}.xml.rels"))
+            .unwrap();
+    }
+    w.finish().unwrap().into_inner()
+}
+
+/// An OLE2 file whose VBA `dir` stream lists `modules` modules that all name one module stream of
+/// `source_len` bytes of source (1000 of 1 MiB: a megabyte on disk, a gigabyte to read).
+pub fn shared_module_ole(modules: usize, source_len: usize) -> Vec<u8> {
+    let mut cf = cfb::CompoundFile::create(Cursor::new(Vec::new())).unwrap();
+    cf.create_storage("/VBA").unwrap();
+    cf.create_stream("/VBA/dir")
+        .unwrap()
+        .write_all(&ovba_compress(&vba_dir_of(modules)))
+        .unwrap();
+    let source: Vec<u8> = MACRO_SOURCE.bytes().cycle().take(source_len).collect();
+    cf.create_stream("/VBA/Module1")
+        .unwrap()
+        .write_all(&ovba_compress(&source))
+        .unwrap();
+    cf.flush().unwrap();
+    cf.into_inner().into_inner()
+}
