@@ -1,6 +1,6 @@
 //! The digest algorithms automation-file accepts (hashlib names) and streaming file hashing.
 
-use std::{fs::File, io::Read, path::Path};
+use std::{fs::File, io::Read};
 
 use digest::DynDigest;
 use maljan_server::{ToolContext, ToolError};
@@ -82,16 +82,16 @@ pub(crate) fn chunk_size(value: i64) -> Result<usize, ToolError> {
     Ok(value as usize)
 }
 
-/// Hashes a file in `chunk`-byte reads. Returns the hex digest and the number of bytes read.
-/// With a context, cancellation is polled between reads and progress is reported on big files.
+/// Hashes an open file in `chunk`-byte reads. Returns the hex digest and the number of bytes
+/// read. With a context, cancellation is polled between reads and progress is reported on big
+/// files.
 pub(crate) fn hash_file(
-    path: &Path,
+    file: File,
     given: &str,
     algorithm: Algorithm,
     chunk: usize,
     ctx: Option<&ToolContext>,
 ) -> Result<(String, u64), ToolError> {
-    let file = File::open(path).map_err(|e| ToolError::io(given, e))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut hasher = algorithm.hasher();
     let mut progress = Progress {
@@ -321,7 +321,8 @@ mod tests {
         std::fs::write(&path, &data).unwrap();
         let sha = Algorithm::parse("sha256").unwrap();
         for chunk in [1 << 20, 777_777, 4096] {
-            let (digest, n) = hash_file(&path, "big", sha, chunk, None).unwrap();
+            let (digest, n) =
+                hash_file(File::open(&path).unwrap(), "big", sha, chunk, None).unwrap();
             assert_eq!(n, data.len() as u64);
             assert_eq!(digest, sha.hex_of(&data), "chunk {chunk}");
         }

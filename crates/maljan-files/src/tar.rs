@@ -2,20 +2,20 @@
 //! any of them, refusing the whole archive when a member or link would land outside the target.
 
 use std::{
-    fs::{self, File},
+    fs::{self},
     io::{BufReader, BufWriter, Read, Write},
     path::{Path, PathBuf},
     sync::Arc,
 };
 
-use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, blocking};
+use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, Write as Create, blocking};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::{
     Config,
     archive::{ArchiveOut, NamesOut},
-    paths::{io_err, join_inside, show},
+    paths::{Opened, io_err, join_inside, show},
 };
 
 fn default_gz() -> Option<String> {
@@ -71,9 +71,13 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 }
                 blocking(move || {
                     if let Some(parent) = target.parent() {
-                        fs::create_dir_all(parent).map_err(io_err(&a.target))?;
+                        c.roots.create_dir_all(parent, &a.target)?;
                     }
-                    let out = BufWriter::new(File::create(&target).map_err(io_err(&a.target))?);
+                    let out = BufWriter::new(c.roots.create_file(
+                        &target,
+                        &a.target,
+                        Create::Truncate,
+                    )?);
                     let members = match kind.as_str() {
                         "gz" => {
                             let enc =
@@ -132,12 +136,12 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                     fs::create_dir_all(&dest).map_err(io_err(&a.target_dir))?;
                     let dest = fs::canonicalize(&dest).map_err(io_err(&a.target_dir))?;
                     // First pass: refuse the whole archive before writing anything.
-                    let mut tar = open_tar(&src, &a.source)?;
+                    let mut tar = open_tar(&src)?;
                     for entry in tar.entries().map_err(tar_err(&a.source))? {
                         let entry = entry.map_err(tar_err(&a.source))?;
                         check_tar_member(&entry, &dest)?;
                     }
-                    let mut tar = open_tar(&src, &a.source)?;
+                    let mut tar = open_tar(&src)?;
                     tar.set_preserve_permissions(false);
                     tar.set_unpack_xattrs(false);
                     let mut names = Vec::new();
@@ -198,11 +202,16 @@ fn tar_err(given: &str) -> impl Fn(std::io::Error) -> ToolError + '_ {
     }
 }
 
-fn open_tar(path: &Path, given: &str) -> Result<tar::Archive<Box<dyn Read>>, ToolError> {
-    let mut f = File::open(path).map_err(io_err(given))?;
+/// A tar archive read from the start of the handle that was opened under the roots (each call
+/// reads it again from its first byte).
+fn open_tar(opened: &Opened) -> Result<tar::Archive<Box<dyn Read>>, ToolError> {
+    use std::io::Seek;
+    let given = opened.given.as_str();
+    let mut f = opened.file.try_clone().map_err(io_err(given))?;
+    f.rewind().map_err(io_err(given))?;
     let mut magic = [0u8; 6];
     let n = f.read(&mut magic).map_err(io_err(given))?;
-    let f = File::open(path).map_err(io_err(given))?;
+    f.rewind().map_err(io_err(given))?;
     let r = BufReader::new(f);
     let reader: Box<dyn Read> = match &magic[..n] {
         [0x1f, 0x8b, ..] => Box::new(flate2::read::MultiGzDecoder::new(r)),

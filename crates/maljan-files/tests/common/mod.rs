@@ -25,6 +25,7 @@ impl Harness {
         let mut reg = registry(FilesConfig {
             roots,
             allow_loopback_downloads: loopback,
+            extraction: Default::default(),
         });
         narrow(&mut reg);
         let server = ToolServer::new("files-test", "0", reg);
