@@ -186,6 +186,22 @@ impl Dir {
         })
     }
 
+    /// Makes `to_name` in `to` a hard link to the entry `name` in this directory (a symlink
+    /// is linked as a link, never followed).
+    pub fn hard_link(&self, name: &OsStr, to: &Dir, to_name: &OsStr) -> io::Result<()> {
+        let (from, dest) = (c_name(name)?, c_name(to_name)?);
+        // SAFETY: live directory descriptors and NUL-terminated names.
+        check(unsafe {
+            libc::linkat(
+                self.fd.as_raw_fd(),
+                from.as_ptr(),
+                to.fd.as_raw_fd(),
+                dest.as_ptr(),
+                0,
+            )
+        })
+    }
+
     /// Makes `name` in this directory a symlink whose text is `target`.
     pub fn symlink(&self, target: &Path, name: &OsStr) -> io::Result<()> {
         let (target, name) = (c_path(target.as_os_str())?, c_name(name)?);
