@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     Config,
-    hashing::{Algorithm, hash_file},
+    hashing::{Algorithm, Watch, hash_file},
     integrity::default_algorithm,
     paths::{io_err, show, walk_files},
 };
@@ -188,7 +188,7 @@ fn take(
             Some(e) => e.checksum.clone(),
             None => {
                 hashed += 1;
-                match hash_file(file, &f.rel, algorithm, 1 << 20, None) {
+                match hash_file(file, &f.rel, algorithm, 1 << 20, Watch::Stop(stop)) {
                     Ok((h, _)) => h,
                     // A file that vanished mid-walk is simply not in this snapshot.
                     Err(_) => continue,

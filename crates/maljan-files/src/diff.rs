@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::data::non_negative;
 use crate::{
     Config,
-    hashing::{Algorithm, hash_file},
+    hashing::{Algorithm, Watch, hash_file},
     paths::{Opened, show, walk_files},
 };
 
@@ -138,8 +138,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                         let Some(rp) = r.get(rel) else { continue };
                         let (lf, rf) = (c.open_resolved(lp)?, c.open_resolved(rp)?);
                         if lf.size()? != rf.size()?
-                            || hash_file(lf.file, rel, sha, 1 << 20, Some(&ctx))?.0
-                                != hash_file(rf.file, rel, sha, 1 << 20, Some(&ctx))?.0
+                            || hash_file(lf.file, rel, sha, 1 << 20, Watch::Call(&ctx))?.0
+                                != hash_file(rf.file, rel, sha, 1 << 20, Watch::Call(&ctx))?.0
                         {
                             changed.push(rel.clone());
                         }

@@ -19,7 +19,7 @@ use tokio::io::AsyncWriteExt;
 
 use crate::{
     Config,
-    hashing::{Algorithm, digests_match, hash_file},
+    hashing::{Algorithm, Watch, digests_match, hash_file},
     paths::show,
 };
 
@@ -443,13 +443,14 @@ async fn download(
     }
     let written_file = c.roots.open_file(&target, &a.file_name)?;
     let given = a.file_name.clone();
+    let call = ctx.clone();
     let (sha256, bytes) = maljan_server::blocking(move || {
         hash_file(
             written_file,
             &given,
             Algorithm::parse("sha256")?,
             1 << 20,
-            None,
+            Watch::Call(&call),
         )
     })
     .await?;

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use crate::data::non_negative;
 use crate::{
     Config,
-    hashing::{Algorithm, chunk_size, digests_match, hash_bytes, hash_file},
+    hashing::{Algorithm, Watch, chunk_size, digests_match, hash_bytes, hash_file},
     paths::{FileInput, io_err, join_inside, show, walk_files},
 };
 
@@ -98,7 +98,13 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                     FileInput::Later(opened) => {
                         blocking(move || {
                             Ok((
-                                hash_file(opened.file, &a.path, algorithm, chunk, Some(&ctx))?,
+                                hash_file(
+                                    opened.file,
+                                    &a.path,
+                                    algorithm,
+                                    chunk,
+                                    Watch::Call(&ctx),
+                                )?,
                                 opened.path,
                             ))
                         })
@@ -133,7 +139,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 let ((actual, _), path) = match c.small_file(&a.path)? {
                     FileInput::Read { path, bytes } => (hash_bytes(&bytes, algorithm), path),
                     FileInput::Later(opened) => blocking(move || {
-                        Ok((hash_file(opened.file, &a.path, algorithm, chunk, Some(&ctx))?, opened.path))
+                        Ok((hash_file(opened.file, &a.path, algorithm, chunk, Watch::Call(&ctx))?, opened.path))
                     })
                     .await?,
                 };
@@ -256,7 +262,7 @@ pub(crate) fn register_trees(reg: &mut Registry, cfg: &Arc<Config>) {
                             continue;
                         }
                         let opened = c.open_resolved(&f.abs)?;
-                        let (checksum, size) = hash_file(opened.file, &f.rel, algorithm, 1 << 20, Some(&ctx))?;
+                        let (checksum, size) = hash_file(opened.file, &f.rel, algorithm, 1 << 20, Watch::Call(&ctx))?;
                         files.insert(f.rel, ManifestEntry { size, checksum });
                         if i % 256 == 0 {
                             ctx.progress(i as f64, Some(total as f64), None);
@@ -340,7 +346,14 @@ pub(crate) fn register_trees(reg: &mut Registry, cfg: &Arc<Config>) {
                         let size_ok = entry["size"].as_u64().is_none_or(|s| size == s);
                         let same = size_ok
                             && digests_match(
-                                &hash_file(opened.file, rel, algorithm, 1 << 20, Some(&ctx))?.0,
+                                &hash_file(
+                                    opened.file,
+                                    rel,
+                                    algorithm,
+                                    1 << 20,
+                                    Watch::Call(&ctx),
+                                )?
+                                .0,
                                 expected,
                             );
                         if same {
@@ -410,7 +423,7 @@ pub(crate) fn register_trees(reg: &mut Registry, cfg: &Arc<Config>) {
                             for p in same_head {
                                 let hashed = c
                                     .open_resolved(&p)
-                                    .and_then(|o| hash_file(o.file, &o.given, algorithm, 1 << 20, Some(&ctx)));
+                                    .and_then(|o| hash_file(o.file, &o.given, algorithm, 1 << 20, Watch::Call(&ctx)));
                                 if let Ok((h, _)) = hashed {
                                     by_full.entry(h).or_default().push(show(&p));
                                 }

@@ -36,11 +36,25 @@ impl Opened {
 
     /// The whole content.
     pub(crate) fn bytes(&self) -> Result<Vec<u8>, ToolError> {
-        let mut out = Vec::new();
-        (&self.file)
-            .read_to_end(&mut out)
-            .map_err(io_err(&self.given))?;
-        Ok(out)
+        self.bytes_until(&|| false)
+    }
+
+    /// The whole content, read a few MiB at a time with `stop` asked in between (a cancelled
+    /// or timed-out call stops reading a big file within a moment).
+    pub(crate) fn bytes_until(&self, stop: &dyn Fn() -> bool) -> Result<Vec<u8>, ToolError> {
+        let mut out = Vec::with_capacity(self.size().unwrap_or(0).min(1 << 30) as usize);
+        loop {
+            let got = (&self.file)
+                .take(CANCEL_CHECK_BYTES)
+                .read_to_end(&mut out)
+                .map_err(io_err(&self.given))?;
+            if got == 0 {
+                return Ok(out);
+            }
+            if stop() {
+                return Err(cancelled());
+            }
+        }
     }
 
     /// The whole content as UTF-8 text.

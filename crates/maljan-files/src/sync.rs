@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::data::non_negative;
 use crate::{
     Config,
-    hashing::{Algorithm, hash_file},
+    hashing::{Algorithm, Watch, hash_file},
     local::copy_one,
     paths::{io_err, show, walk_files},
     search::name_glob,
@@ -276,6 +276,7 @@ fn sync(
             f.is_symlink,
             a.compare == "checksum",
             sha,
+            ctx,
         );
         match needs {
             Ok(false) => out.skipped.push(f.rel.clone()),
@@ -321,6 +322,7 @@ fn needs_copy(
     src_link: bool,
     checksum: bool,
     sha: Algorithm,
+    ctx: &ToolContext,
 ) -> Result<bool, ToolError> {
     let Ok(dmeta) = fs::symlink_metadata(dst) else {
         return Ok(true);
@@ -336,8 +338,21 @@ fn needs_copy(
         return Ok(true);
     }
     if checksum {
-        let (a, _) = hash_file(cfg.open_resolved(src)?.file, &show(src), sha, 1 << 20, None)?;
-        let (b, _) = hash_file(cfg.open_resolved(dst)?.file, &show(dst), sha, 1 << 20, None)?;
+        let stop = stopper(ctx);
+        let (a, _) = hash_file(
+            cfg.open_resolved(src)?.file,
+            &show(src),
+            sha,
+            1 << 20,
+            Watch::Stop(&stop),
+        )?;
+        let (b, _) = hash_file(
+            cfg.open_resolved(dst)?.file,
+            &show(dst),
+            sha,
+            1 << 20,
+            Watch::Stop(&stop),
+        )?;
         return Ok(a != b);
     }
     Ok((mtime(&smeta) - mtime(&dmeta)).abs() > 2.0)

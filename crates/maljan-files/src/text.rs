@@ -302,7 +302,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             "Count the lines of a text file (a final newline adds no line).",
         )
         .timeout_s(300),
-        move |_ctx, a: LineCountArgs| {
+        move |ctx: ToolContext, a: LineCountArgs| {
             let c = c.clone();
             async move {
                 codec(&a.encoding)?;
@@ -310,7 +310,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                     FileInput::Read { path, bytes } => count_lines(&path, &bytes, &a.encoding),
                     FileInput::Later(opened) => {
                         blocking(move || {
-                            let raw = opened.bytes()?;
+                            let raw = opened.bytes_until(&|| ctx.is_cancelled())?;
                             count_lines(&opened.path, &raw, &a.encoding)
                         })
                         .await

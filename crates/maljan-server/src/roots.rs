@@ -192,8 +192,19 @@ impl Roots {
     /// Creates a resolved directory and every missing one above it (mode 0o777 before the
     /// umask, as `mkdir -p`), each from the handle of the one above.
     pub fn create_dir_all(&self, resolved: &Path, shown: &str) -> Result<Dir, ToolError> {
+        self.create_dir_all_mode(resolved, shown, 0o777)
+    }
+
+    /// [`Roots::create_dir_all`] with the directories it makes given `mode` (before the umask):
+    /// 0o700 for directories only the server's user may read.
+    pub fn create_dir_all_mode(
+        &self,
+        resolved: &Path,
+        shown: &str,
+        mode: u32,
+    ) -> Result<Dir, ToolError> {
         let (root, rel) = self.locate(resolved, shown)?;
-        root.create_dir_all(rel, 0o777)
+        root.create_dir_all(rel, mode)
             .map_err(|e| io_error(shown, e))
     }
 
