@@ -13,6 +13,7 @@ use std::{
     io::Read,
     path::{Path, PathBuf},
     sync::Arc,
+    time::SystemTime,
 };
 
 use maljan_server::{ErrorCode, Renamed, ToolContext, ToolError, Write, blocking};
@@ -96,6 +97,9 @@ struct Made {
     dirs: Vec<PathBuf>,
     /// Members written under temporary names: (temporary path, final path).
     files: Vec<(PathBuf, PathBuf)>,
+    /// Directories that existed and had entries made in them, with their modification time
+    /// then: put back when the extraction is undone, so the tree is as it was.
+    touched: Vec<(PathBuf, SystemTime)>,
 }
 
 impl Made {
@@ -110,6 +114,15 @@ impl Made {
                 let _ = parent.rmdir(name.as_os_str());
             }
         }
+        for (dir, modified) in &self.touched {
+            let listed = c.roots.open_dir(dir, &show(dir)).and_then(|d| {
+                d.open(Path::new(""), libc::O_RDONLY | libc::O_DIRECTORY, 0)
+                    .map_err(io_err(&show(dir)))
+            });
+            if let Ok(listed) = listed {
+                let _ = listed.set_times(std::fs::FileTimes::new().set_modified(*modified));
+            }
+        }
     }
 
     /// Creates `dir` and any missing directory above it, each from the one above's handle,
@@ -117,7 +130,18 @@ impl Made {
     fn ensure_dir(&mut self, c: &Config, dir: &Path) -> Result<(), ToolError> {
         let shown = show(dir);
         match c.roots.open_dir(dir, &shown) {
-            Ok(_) => return Ok(()),
+            Ok(handle) => {
+                if !self.dirs.iter().any(|d| d == dir)
+                    && !self.touched.iter().any(|(d, _)| d == dir)
+                {
+                    let modified = handle
+                        .open(Path::new(""), libc::O_RDONLY | libc::O_DIRECTORY, 0)
+                        .and_then(|f| f.metadata()?.modified())
+                        .map_err(io_err(&shown))?;
+                    self.touched.push((dir.to_path_buf(), modified));
+                }
+                return Ok(());
+            }
             Err(e) if e.code == ErrorCode::NoSuchFile => {}
             Err(e) => return Err(e),
         }
