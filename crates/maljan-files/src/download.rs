@@ -433,13 +433,11 @@ async fn download(
         .await
         .map_err(|e| ToolError::io(&a.file_name, e))?;
     drop(file);
-    if part != target {
-        if c.roots.rename(&part, &target, &a.file_name)? != Renamed::Done {
-            return Err(ToolError::tool_failed(format!(
-                "{} could not be renamed into place",
-                a.file_name
-            )));
-        }
+    if part != target && c.roots.rename(&part, &target, &a.file_name)? != Renamed::Done {
+        return Err(ToolError::tool_failed(format!(
+            "{} could not be renamed into place",
+            a.file_name
+        )));
     }
     let written_file = c.roots.open_file(&target, &a.file_name)?;
     let given = a.file_name.clone();

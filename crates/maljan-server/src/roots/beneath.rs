@@ -246,7 +246,7 @@ impl Dir {
         // SAFETY: statvfs is plain integers; `fd` is live.
         let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
         check(unsafe { libc::fstatvfs(self.fd.as_raw_fd(), &mut st) })?;
-        Ok(u64::from(st.f_bavail).saturating_mul(u64::from(st.f_frsize)))
+        Ok(st.f_bavail.saturating_mul(st.f_frsize))
     }
 
     /// The names in this directory (without `.` and `..`).
