@@ -4,13 +4,12 @@
 //! `<sample dir>/carved/<sha256 of the sample>/`, where the other tools accept it as `carved_path`.
 
 use std::{
-    io::Write,
-    os::unix::fs::{DirBuilderExt, OpenOptionsExt},
+    io::Write as _,
     path::Path,
     sync::{Arc, LazyLock},
 };
 
-use maljan_server::{Registry, ToolError, ToolMeta};
+use maljan_server::{Registry, Roots, ToolError, ToolMeta, Write};
 use regex::bytes::Regex;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -197,36 +196,33 @@ fn extension(kind: &str) -> &'static str {
     }
 }
 
-/// Writes each sized payload under `<dir of sample>/carved/<sha256 of sample>/`.
-fn extract(sample: &Path, b: &[u8], payloads: &mut [Payload]) -> Result<(), ToolError> {
+/// Writes each sized payload under `<dir of sample>/carved/<sha256 of sample>/`, the directory
+/// made (0o700) and every file created (0o600, never overwriting) from the roots' handles, so a
+/// link swapped in on the way is refused rather than written through.
+fn extract(
+    roots: &Roots,
+    sample: &Path,
+    b: &[u8],
+    payloads: &mut [Payload],
+) -> Result<(), ToolError> {
     let dir = sample
         .parent()
         .unwrap_or(Path::new("/"))
         .join("carved")
         .join(sha256_hex(b));
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)
-        .map_err(|e| ToolError::io("carved directory", e))?;
+    let handle = roots.create_dir_all_mode(&dir, "carved directory", 0o700)?;
     for p in payloads.iter_mut() {
         let Some(size) = p.size else { continue };
-        let file = dir.join(format!("{:08x}.{}", p.offset, extension(&p.kind)));
+        let name = format!("{:08x}.{}", p.offset, extension(&p.kind));
         let data = &b[p.offset as usize..(p.offset + size) as usize];
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&file)
-        {
+        match handle.open_write(Path::new(&name), Write::New { mode: 0o600 }) {
             Ok(mut f) => f
                 .write_all(data)
                 .map_err(|e| ToolError::io("carved payload", e))?,
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(ToolError::io("carved payload", e)),
+            Err(e) => return Err(maljan_server::roots::io_error("carved payload", e)),
         }
-        p.carved_path = Some(file.display().to_string());
+        p.carved_path = Some(dir.join(&name).display().to_string());
     }
     Ok(())
 }
@@ -279,13 +275,14 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
         move |ctx, a: CarveArgs| {
             let config = config.clone();
             async move {
+                let roots = config.roots.clone();
                 on_sample(&config.roots, ctx, a.path, a.carved_path, move |s, ctx| {
                     let b = s.bytes();
                     let all = carve(b, 100_000, &|| ctx.is_cancelled());
                     check_cancel(ctx)?;
                     let (mut payloads, page) = crate::common::page(all, a.offset, a.limit.max(1));
                     if a.extract {
-                        extract(&s.path, b, &mut payloads)?;
+                        extract(&roots, &s.path, b, &mut payloads)?;
                     }
                     Ok(CarveOutput { read_path: s.read_path(), size: b.len() as u64, page, payloads })
                 })

@@ -3,7 +3,6 @@
 
 use std::{
     collections::BTreeMap,
-    fs::File,
     panic::{AssertUnwindSafe, catch_unwind},
     path::{Component, Path, PathBuf},
 };
@@ -27,16 +26,14 @@ impl Sample {
     pub fn read_path(&self) -> String {
         self.path.display().to_string()
     }
-    /// Maps a file that has already been resolved under the roots.
-    pub fn map_file(path: &Path, shown: &str) -> Result<Self, ToolError> {
-        let file = File::open(path).map_err(|e| ToolError::io(shown, e))?;
-        let meta = file.metadata().map_err(|e| ToolError::io(shown, e))?;
-        if !meta.is_file() {
-            return Err(ToolError::bad_argument(format!(
-                "{shown} is not a regular file (directories, FIFOs, devices and sockets are refused)"
-            )));
-        }
-        let map = if meta.len() == 0 {
+    /// Maps a file already resolved under the roots. It is opened from its root's handle
+    /// (never through a link swapped in since it was resolved), without waiting (a FIFO is
+    /// refused at once: only a regular file is kept), and the descriptor that was opened and
+    /// checked is the one mapped.
+    pub fn map_file(roots: &Roots, path: &Path, shown: &str) -> Result<Self, ToolError> {
+        let file = roots.open_file(path, shown)?;
+        let len = file.metadata().map_err(|e| ToolError::io(shown, e))?.len();
+        let map = if len == 0 {
             None
         } else {
             // SAFETY: the sample is a staged, read-only file; the map is only ever read.
@@ -60,15 +57,10 @@ pub fn open_sample(roots: &Roots, path: &str, carved_path: &str) -> Result<Sampl
             return Err(ToolError::bad_argument("`path` is required"));
         }
         let resolved = roots.existing(path)?;
-        return Sample::map_file(&resolved, path);
+        return Sample::map_file(roots, &resolved, path);
     }
     let resolved = roots.existing(carved_path)?;
-    let meta = std::fs::metadata(&resolved).map_err(|e| ToolError::io(carved_path, e))?;
-    if !meta.is_file() {
-        return Err(ToolError::bad_argument(
-            "carved_path is not a regular file (directories, FIFOs, devices and sockets are refused)",
-        ));
-    }
+    let carved = Sample::map_file(roots, &resolved, carved_path)?;
     let digest = carved_dir_digest(&resolved).ok_or_else(|| {
         ToolError::bad_argument(
             "carved_path must lie under a carved/<sha256 of the sample>/ directory",
@@ -78,7 +70,7 @@ pub fn open_sample(roots: &Roots, path: &str, carved_path: &str) -> Result<Sampl
         )
     })?;
     if !path.is_empty() {
-        let sample = Sample::map_file(&roots.existing(path)?, path)?;
+        let sample = Sample::map_file(roots, &roots.existing(path)?, path)?;
         let sha = crate::hashes::sha256_hex(sample.bytes());
         if !sha.eq_ignore_ascii_case(&digest) {
             return Err(ToolError::bad_argument(
@@ -86,7 +78,7 @@ pub fn open_sample(roots: &Roots, path: &str, carved_path: &str) -> Result<Sampl
             ));
         }
     }
-    Sample::map_file(&resolved, carved_path)
+    Ok(carved)
 }
 
 /// The `<sha256>` of the nearest `carved/<sha256>/` ancestor, if any.

@@ -22,6 +22,7 @@ async fn main() -> anyhow::Result<()> {
     let registry = registry(FilesConfig {
         roots,
         allow_loopback_downloads: false,
+        extraction: Default::default(),
     });
     let server = ToolServer::new("maljan-files", env!("CARGO_PKG_VERSION"), registry);
     serve_stdio(server, StdioOptions::default()).await

@@ -9,14 +9,14 @@ use std::{
 };
 
 use base64::Engine;
-use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, blocking};
+use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, Write as Create, blocking};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use zip::{CompressionMethod, ZipArchive, ZipWriter, result::ZipError, write::SimpleFileOptions};
 
 use crate::{
     Config,
-    paths::{io_err, show},
+    paths::{Opened, copy_data, io_err, show},
     unzip::{Unzip, extract},
 };
 
@@ -176,7 +176,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 let dir = c.existing_dir(&a.dir_we_want_to_zip)?;
                 let zip_path = c.target(&format!("{}.zip", a.zip_name))?;
                 blocking(move || {
-                    let members = zip_dir(&dir, &zip_path, &a.zip_name, &ctx)?;
+                    let members = zip_dir(&c, &dir, &zip_path, &a.zip_name, &ctx)?;
                     Ok(ArchiveOut {
                         path: show(&zip_path),
                         members,
@@ -195,7 +195,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
         )
         .destructive()
         .timeout_s(1800),
-        move |_ctx, a: ZipFileArgs| {
+        move |ctx: ToolContext, a: ZipFileArgs| {
             let c = c.clone();
             async move {
                 let files = match a.file {
@@ -211,18 +211,20 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                     .collect::<Result<Vec<_>, _>>()?;
                 let zip_path = c.target(&a.zip_file_path)?;
                 blocking(move || {
-                    let out = File::create(&zip_path).map_err(io_err(&a.zip_file_path))?;
+                    let out = c
+                        .roots
+                        .create_file(&zip_path, &a.zip_file_path, Create::Truncate)?;
                     let mut zw = ZipWriter::new(BufWriter::new(out));
                     for src in &sources {
                         let name = src
+                            .path
                             .file_name()
                             .unwrap_or_default()
                             .to_string_lossy()
                             .into_owned();
-                        zw.start_file(name, file_options(src))
+                        zw.start_file(name, file_options(src.file.metadata().ok().as_ref()))
                             .map_err(zip_err(&a.zip_file_path))?;
-                        std::io::copy(&mut File::open(src).map_err(io_err(&show(src)))?, &mut zw)
-                            .map_err(io_err(&a.zip_file_path))?;
+                        copy_data(&src.file, &mut zw, &a.zip_file_path, &|| ctx.is_cancelled())?;
                     }
                     zw.finish().map_err(zip_err(&a.zip_file_path))?;
                     Ok(ArchiveOut {
@@ -247,7 +249,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             async move {
                 let path = c.existing_file(&a.zip_file_path)?;
                 blocking(move || {
-                    let mut archive = open_zip(&path, &a.zip_file_path)?;
+                    let mut archive = open_zip(path)?;
                     let mut member = by_name(&mut archive, &a.file_name, a.password.as_deref())?;
                     if member.size() > MAX_INLINE {
                         return Err(ToolError::bad_argument(format!(
@@ -326,7 +328,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             async move {
                 let path = c.existing_file(&a.zip_file_path)?;
                 blocking(move || {
-                    let mut archive = open_zip(&path, &a.zip_file_path)?;
+                    let mut archive = open_zip(path)?;
                     let mut members = Vec::with_capacity(archive.len());
                     for i in 0..archive.len() {
                         let m = archive.by_index_raw(i).map_err(zip_err(&a.zip_file_path))?;
@@ -373,7 +375,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             async move {
                 let path = c.existing_file(&a.zip_file_path)?;
                 blocking(move || {
-                    let archive = open_zip(&path, &a.zip_file_path)?;
+                    let archive = open_zip(path)?;
                     let names: Vec<String> = archive
                         .file_names()
                         .filter_map(Result::ok)
@@ -402,7 +404,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             async move {
                 let path = c.existing_file(&a.zip_file_path)?;
                 blocking(move || {
-                    let mut archive = open_zip(&path, &a.zip_file_path)?;
+                    let mut archive = open_zip(path)?;
                     let mut encrypted = 0;
                     let mut ok = true;
                     for i in 0..archive.len() {
@@ -430,11 +432,11 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
     );
 }
 
-fn file_options(src: &Path) -> SimpleFileOptions {
+fn file_options(meta: Option<&fs::Metadata>) -> SimpleFileOptions {
     let mut opts = SimpleFileOptions::default()
         .compression_method(CompressionMethod::Deflated)
         .large_file(false);
-    if let Ok(meta) = fs::metadata(src) {
+    if let Some(meta) = meta {
         use std::os::unix::fs::PermissionsExt;
         opts = opts
             .unix_permissions(meta.permissions().mode() & 0o777)
@@ -486,9 +488,9 @@ pub(crate) fn member_err(name: &str, e: std::io::Error) -> ToolError {
     }
 }
 
-pub(crate) fn open_zip(path: &Path, given: &str) -> Result<ZipArchive<BufReader<File>>, ToolError> {
-    let file = File::open(path).map_err(io_err(given))?;
-    ZipArchive::new(BufReader::new(file)).map_err(zip_err(given))
+/// A zip archive read from the handle that was opened (and checked) under the roots.
+pub(crate) fn open_zip(opened: Opened) -> Result<ZipArchive<BufReader<File>>, ToolError> {
+    ZipArchive::new(BufReader::new(opened.file)).map_err(zip_err(&opened.given))
 }
 
 pub(crate) fn by_name<'a>(
@@ -520,12 +522,13 @@ pub(crate) fn by_name<'a>(
 }
 
 fn zip_dir(
+    c: &Config,
     dir: &Path,
     zip_path: &Path,
     given: &str,
     ctx: &ToolContext,
 ) -> Result<usize, ToolError> {
-    let out = File::create(zip_path).map_err(io_err(given))?;
+    let out = c.roots.create_file(zip_path, given, Create::Truncate)?;
     let mut zw = ZipWriter::new(BufWriter::with_capacity(1 << 20, out));
     let mut members = 0;
     for entry in walkdir::WalkDir::new(dir)
@@ -546,13 +549,16 @@ fn zip_dir(
         let name = rel.to_string_lossy().replace('\\', "/");
         let ft = entry.file_type();
         if ft.is_dir() {
-            zw.add_directory(format!("{name}/"), file_options(entry.path()))
-                .map_err(zip_err(given))?;
+            zw.add_directory(
+                format!("{name}/"),
+                file_options(entry.metadata().ok().as_ref()),
+            )
+            .map_err(zip_err(given))?;
         } else if ft.is_file() {
-            let mut f = File::open(entry.path()).map_err(io_err(&name))?;
-            zw.start_file(name, file_options(entry.path()))
+            let f = c.open_resolved(entry.path())?;
+            zw.start_file(name, file_options(f.file.metadata().ok().as_ref()))
                 .map_err(zip_err(given))?;
-            std::io::copy(&mut f, &mut zw).map_err(io_err(given))?;
+            copy_data(&f.file, &mut zw, given, &|| ctx.is_cancelled())?;
         } else {
             // Symlinks are skipped: following one could pull in content from outside the roots.
             continue;

@@ -3,21 +3,21 @@
 
 use std::{
     collections::{BTreeMap, HashMap},
-    fs,
+    io::Read,
     os::unix::fs::PermissionsExt,
     path::Path,
     sync::Arc,
 };
 
-use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, blocking};
+use maljan_server::{Registry, Roots, ToolContext, ToolError, ToolMeta, blocking};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{
     Config,
-    hashing::{Algorithm, hash_file},
+    hashing::{Algorithm, Watch, hash_file},
     integrity::default_algorithm,
-    paths::{io_err, show, walk_files, write_atomic},
+    paths::{io_err, show, walk_files},
 };
 
 /// One file of a snapshot, in automation-file's field names.
@@ -157,6 +157,7 @@ fn now() -> String {
 /// Snapshots `root`. With `trusted`, files whose size and modification time equal the trusted
 /// entry keep its checksum instead of being hashed again.
 fn take(
+    roots: &Roots,
     root: &Path,
     algorithm: Algorithm,
     trusted: Option<&HashMap<String, Entry>>,
@@ -168,7 +169,12 @@ fn take(
         if f.is_symlink {
             continue;
         }
-        let Ok(meta) = fs::metadata(&f.abs) else {
+        // A file that vanished (or turned into something else) mid-walk is simply not in this
+        // snapshot; what is recorded is read from the handle that was opened.
+        let Ok(file) = roots.open_file(&f.abs, &f.rel) else {
+            continue;
+        };
+        let Ok(meta) = file.metadata() else {
             continue;
         };
         let modified_at = meta.modified().ok().map(iso);
@@ -182,7 +188,7 @@ fn take(
             Some(e) => e.checksum.clone(),
             None => {
                 hashed += 1;
-                match hash_file(&f.abs, &f.rel, algorithm, 1 << 20, None) {
+                match hash_file(file, &f.rel, algorithm, 1 << 20, Watch::Stop(stop)) {
                     Ok((h, _)) => h,
                     // A file that vanished mid-walk is simply not in this snapshot.
                     Err(_) => continue,
@@ -212,23 +218,31 @@ fn take(
     Ok((snapshot, hashed))
 }
 
-pub(crate) fn load_baseline(path: &Path, given: &str) -> Result<Snapshot, ToolError> {
-    let text = fs::read_to_string(path).map_err(|e| {
-        ToolError::io(given, e)
-            .with_remediation("create the baseline first with FA_integrity_baseline")
-    })?;
+pub(crate) fn load_baseline(
+    roots: &Roots,
+    path: &Path,
+    given: &str,
+) -> Result<Snapshot, ToolError> {
+    let text = roots
+        .open_file(path, given)
+        .and_then(|file| {
+            let mut text = String::new();
+            (&file).read_to_string(&mut text).map_err(io_err(given))?;
+            Ok(text)
+        })
+        .map_err(|e| e.with_remediation("create the baseline first with FA_integrity_baseline"))?;
     serde_json::from_str(&text).map_err(|e| {
         ToolError::unsupported_format(format!("{given} is not an integrity baseline: {e}"))
     })
 }
 
-fn store(snapshot: &Snapshot, path: &Path, given: &str) -> Result<(), ToolError> {
+fn store(c: &Config, snapshot: &Snapshot, path: &Path, given: &str) -> Result<(), ToolError> {
     if let Some(parent) = path.parent() {
-        fs::create_dir_all(parent).map_err(io_err(given))?;
+        c.roots.create_dir_all(parent, given)?;
     }
     let text = serde_json::to_string_pretty(snapshot)
         .map_err(|e| ToolError::tool_failed(e.to_string()))?;
-    write_atomic(path, given, text.as_bytes())
+    c.write_atomic(path, given, text.as_bytes())
 }
 
 fn stored(s: &Snapshot, baseline: &Path) -> StoredOut {
@@ -243,19 +257,20 @@ fn stored(s: &Snapshot, baseline: &Path) -> StoredOut {
 }
 
 pub(crate) fn verify(
+    roots: &Roots,
     root: &Path,
     baseline_path: &Path,
     deep: bool,
     stop: &dyn Fn() -> bool,
 ) -> Result<DriftReport, ToolError> {
-    let base = load_baseline(baseline_path, &show(baseline_path))?;
+    let base = load_baseline(roots, baseline_path, &show(baseline_path))?;
     let algorithm = Algorithm::parse(&base.algorithm)?;
     let index: HashMap<String, Entry> = base
         .entries
         .iter()
         .map(|e| (e.path.clone(), e.clone()))
         .collect();
-    let (now_snap, hashed) = take(root, algorithm, (!deep).then_some(&index), stop)?;
+    let (now_snap, hashed) = take(roots, root, algorithm, (!deep).then_some(&index), stop)?;
     let current: HashMap<&str, &Entry> = now_snap
         .entries
         .iter()
@@ -417,7 +432,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             async move {
                 let algorithm = Algorithm::parse(&a.algorithm)?;
                 let root = c.existing_dir(local(&a.target))?;
-                blocking(move || Ok(take(&root, algorithm, None, &|| ctx.is_cancelled())?.0)).await
+                blocking(move || Ok(take(&c.roots, &root, algorithm, None, &|| ctx.is_cancelled())?.0)).await
             }
         },
     );
@@ -444,14 +459,14 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 let baseline = c.target(local(&a.baseline))?;
                 let algorithm = if accept {
                     // Accepting keeps the algorithm the baseline was made with.
-                    let base = load_baseline(&baseline, &a.baseline)?;
+                    let base = load_baseline(&c.roots, &baseline, &a.baseline)?;
                     Algorithm::parse(&base.algorithm)?
                 } else {
                     Algorithm::parse(&a.algorithm)?
                 };
                 blocking(move || {
-                    let (snap, _) = take(&root, algorithm, None, &|| ctx.is_cancelled())?;
-                    store(&snap, &baseline, &a.baseline)?;
+                    let (snap, _) = take(&c.roots, &root, algorithm, None, &|| ctx.is_cancelled())?;
+                    store(&c, &snap, &baseline, &a.baseline)?;
                     Ok(stored(&snap, &baseline))
                 })
                 .await
@@ -484,8 +499,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             let c = c.clone();
             async move {
                 let root = c.existing_dir(local(&a.target))?;
-                let baseline = c.existing_file(local(&a.baseline))?;
-                blocking(move || verify(&root, &baseline, a.deep, &|| ctx.is_cancelled())).await
+                let baseline = c.existing(local(&a.baseline))?;
+                blocking(move || verify(&c.roots, &root, &baseline, a.deep, &|| ctx.is_cancelled())).await
             }
         },
     );

@@ -3,7 +3,7 @@
 //!
 //! `b"FA-AESG"` | version 0x01 | flags 0x00 | aad_len u32 BE | nonce (12) | aad | ciphertext+tag
 
-use std::{fs, sync::Arc};
+use std::sync::Arc;
 
 use aes_gcm::{
     Aes128Gcm, Aes256Gcm, AesGcm, KeyInit,
@@ -16,10 +16,7 @@ use rand::RngCore;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::{
-    Config,
-    paths::{io_err, show, write_atomic},
-};
+use crate::{Config, paths::show};
 
 const MAGIC: &[u8; 7] = b"FA-AESG";
 const VERSION: u8 = 1;
@@ -131,14 +128,14 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 let src = c.existing_file(&a.source)?;
                 let target = c.target(&a.target)?;
                 blocking(move || {
-                    let size = fs::metadata(&src).map_err(io_err(&a.source))?.len();
+                    let size = src.size()?;
                     if size > MAX_PLAINTEXT {
                         return Err(ToolError::bad_argument(format!(
                             "{} is larger than {MAX_PLAINTEXT} bytes; split it first (FA_file_split)",
                             a.source
                         )));
                     }
-                    let plain = fs::read(&src).map_err(io_err(&a.source))?;
+                    let plain = src.bytes()?;
                     let aad = a.associated_data.as_bytes();
                     let mut nonce = [0u8; NONCE];
                     rand::rng().fill_bytes(&mut nonce);
@@ -153,9 +150,9 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                     envelope.extend_from_slice(aad);
                     envelope.extend_from_slice(&sealed);
                     if let Some(parent) = target.parent() {
-                        fs::create_dir_all(parent).map_err(io_err(&a.target))?;
+                        c.roots.create_dir_all(parent, &a.target)?;
                     }
-                    write_atomic(&target, &a.target, &envelope)?;
+                    c.write_atomic(&target, &a.target, &envelope)?;
                     Ok(CryptoOut {
                         target: show(&target),
                         plaintext_bytes: plain.len() as u64,
@@ -182,16 +179,16 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 let src = c.existing_file(&a.source)?;
                 let target = c.target(&a.target)?;
                 blocking(move || {
-                    let envelope = fs::read(&src).map_err(io_err(&a.source))?;
+                    let envelope = src.bytes()?;
                     let (nonce, aad, sealed) = parse_envelope(&envelope)?;
                     let plain = cipher.open(nonce, sealed, aad).map_err(|_| {
                         ToolError::bad_argument("authentication failed: wrong key or tampered data")
                             .with_remediation("use the key the file was encrypted with; a tampered file cannot be recovered")
                     })?;
                     if let Some(parent) = target.parent() {
-                        fs::create_dir_all(parent).map_err(io_err(&a.target))?;
+                        c.roots.create_dir_all(parent, &a.target)?;
                     }
-                    write_atomic(&target, &a.target, &plain)?;
+                    c.write_atomic(&target, &a.target, &plain)?;
                     Ok(CryptoOut {
                         target: show(&target),
                         plaintext_bytes: plain.len() as u64,

@@ -2,9 +2,9 @@
 //! Lines. Parquet (FA_parquet_read/_write, FA_csv_to_parquet) is in parquet.rs, behind the cargo
 //! feature `parquet`: the arrow and parquet crates add about half again to this crate's build.
 
-use std::{fs, io::Write, path::Path, sync::Arc};
+use std::{io::Write, path::Path, sync::Arc};
 
-use maljan_server::{Registry, ToolError, ToolMeta, blocking};
+use maljan_server::{Registry, ToolError, ToolMeta, Write as Create, blocking};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -13,7 +13,7 @@ use crate::{
     Config,
     encoding::{decode_text, encode_text},
     keypath::{delete_in, set_in, split, walk},
-    paths::{io_err, show, write_atomic},
+    paths::{Opened, io_err, show},
 };
 
 pub(crate) fn default_utf8() -> String {
@@ -297,7 +297,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                         .map_err(|e| ToolError::tool_failed(e.to_string()))?;
                     let out = String::from_utf8(out)
                         .map_err(|e| ToolError::tool_failed(e.to_string()))?;
-                    write_rows(&target, &a.target, &out, &a.encoding, rows)
+                    write_rows(&c, &target, &a.target, &out, &a.encoding, rows)
                 })
                 .await
             }
@@ -338,7 +338,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                         out.push('\n');
                         rows += 1;
                     }
-                    write_rows(&target, &a.target, &out, &a.encoding, rows)
+                    write_rows(&c, &target, &a.target, &out, &a.encoding, rows)
                 })
                 .await
             }
@@ -358,11 +358,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 let limit = optional_limit(a.limit)?;
                 let path = c.existing_file(&a.path)?;
                 blocking(move || {
-                    let text = decode_text(
-                        &fs::read(&path).map_err(io_err(&a.path))?,
-                        &a.encoding,
-                        "strict",
-                    )?;
+                    let text = decode_text(&path.bytes()?, &a.encoding, "strict")?;
                     let mut records = Vec::new();
                     for (n, line) in text.lines().enumerate() {
                         if limit.is_some_and(|l| records.len() >= l) {
@@ -415,11 +411,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 let line = format!("{}\n", Value::Object(a.record));
                 let bytes = encode_text(&line, &a.encoding, "strict")?;
                 blocking(move || {
-                    let mut f = fs::OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(&path)
-                        .map_err(io_err(&a.path))?;
+                    let mut f = c.roots.create_file(&path, &a.path, Create::Append)?;
                     f.write_all(&bytes).map_err(io_err(&a.path))?;
                     Ok(ChangedOut {
                         path: show(&path),
@@ -450,10 +442,10 @@ async fn edit(
         let mut doc = load(&path, &given, format)?;
         let changed = change(&mut doc, &segments)?;
         if changed {
-            store(&path, &given, format, &doc)?;
+            store(&c, &path.path, &given, format, &doc)?;
         }
         Ok(ChangedOut {
-            path: show(&path),
+            path: show(&path.path),
             changed,
         })
     })
@@ -471,12 +463,12 @@ pub(crate) fn delimiter(d: &str) -> Result<u8, ToolError> {
 
 /// A CSV file decoded from `encoding` (strictly), ready to read, and its header row.
 pub(crate) fn read_csv(
-    path: &Path,
+    opened: &Opened,
     given: &str,
     encoding: &str,
     delimiter: u8,
 ) -> Result<(Vec<String>, csv::Reader<std::io::Cursor<String>>), ToolError> {
-    let text = decode_text(&fs::read(path).map_err(io_err(given))?, encoding, "strict")?;
+    let text = decode_text(&opened.bytes()?, encoding, "strict")?;
     // Flexible: a short or long row is the caller's to judge, not a parse error.
     let mut rdr = csv::ReaderBuilder::new()
         .delimiter(delimiter)
@@ -495,8 +487,8 @@ pub(crate) fn csv_err(given: &str) -> impl Fn(csv::Error) -> ToolError + '_ {
     move |e| ToolError::unsupported_format(format!("{given} is not readable CSV: {e}"))
 }
 
-fn load(path: &std::path::Path, given: &str, format: Format) -> Result<Value, ToolError> {
-    let text = fs::read_to_string(path).map_err(io_err(given))?;
+fn load(opened: &Opened, given: &str, format: Format) -> Result<Value, ToolError> {
+    let text = opened.text()?;
     match format {
         Format::Json => serde_json::from_str(&text)
             .map_err(|e| ToolError::unsupported_format(format!("{given} is not valid JSON: {e}"))),
@@ -507,7 +499,13 @@ fn load(path: &std::path::Path, given: &str, format: Format) -> Result<Value, To
     }
 }
 
-fn store(path: &Path, given: &str, format: Format, doc: &Value) -> Result<(), ToolError> {
+fn store(
+    c: &Config,
+    path: &Path,
+    given: &str,
+    format: Format,
+    doc: &Value,
+) -> Result<(), ToolError> {
     let text = match format {
         Format::Json => serde_json::to_string_pretty(doc)
             .map(|s| s + "\n")
@@ -516,18 +514,19 @@ fn store(path: &Path, given: &str, format: Format, doc: &Value) -> Result<(), To
             serde_yaml_ng::to_string(doc).map_err(|e| ToolError::tool_failed(e.to_string()))?
         }
     };
-    write_atomic(path, given, text.as_bytes())
+    c.write_atomic(path, given, text.as_bytes())
 }
 
 /// Writes converted rows to `target` in `encoding` and says how many.
 fn write_rows(
+    c: &Config,
     target: &Path,
     given: &str,
     text: &str,
     encoding: &str,
     rows: u64,
 ) -> Result<RowsOut, ToolError> {
-    write_atomic(target, given, &encode_text(text, encoding, "strict")?)?;
+    c.write_atomic(target, given, &encode_text(text, encoding, "strict")?)?;
     Ok(RowsOut {
         target: show(target),
         rows,

@@ -1,6 +1,6 @@
 //! Diffs and patches: FA_diff_files (unified diff), FA_diff_dirs (by content), FA_apply_patch.
 
-use std::{collections::BTreeMap, fs, sync::Arc};
+use std::{collections::BTreeMap, sync::Arc};
 
 use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, blocking};
 use schemars::JsonSchema;
@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use crate::data::non_negative;
 use crate::{
     Config,
-    hashing::{Algorithm, hash_file},
-    paths::{io_err, show, walk_files, write_atomic},
+    hashing::{Algorithm, Watch, hash_file},
+    paths::{Opened, show, walk_files},
 };
 
 fn default_context() -> i64 {
@@ -92,7 +92,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                     let diff = similar::TextDiff::from_lines(&l, &r)
                         .unified_diff()
                         .context_radius(a.context as usize)
-                        .header(&show(&left), &show(&right))
+                        .header(&show(&left.path), &show(&right.path))
                         .to_string();
                     Ok(DiffFilesOut {
                         identical: l == r,
@@ -136,11 +136,10 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                     let mut changed = Vec::new();
                     for (rel, lp) in &l {
                         let Some(rp) = r.get(rel) else { continue };
-                        let same_size = fs::metadata(lp).map(|m| m.len()).ok()
-                            == fs::metadata(rp).map(|m| m.len()).ok();
-                        if !same_size
-                            || hash_file(lp, rel, sha, 1 << 20, Some(&ctx))?.0
-                                != hash_file(rp, rel, sha, 1 << 20, Some(&ctx))?.0
+                        let (lf, rf) = (c.open_resolved(lp)?, c.open_resolved(rp)?);
+                        if lf.size()? != rf.size()?
+                            || hash_file(lf.file, rel, sha, 1 << 20, Watch::Call(&ctx))?.0
+                                != hash_file(rf.file, rel, sha, 1 << 20, Watch::Call(&ctx))?.0
                         {
                             changed.push(rel.clone());
                         }
@@ -174,8 +173,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 blocking(move || {
                     let text = read_utf8(&target, &a.target)?;
                     let (patched, hunks) = apply_unified(&text, &a.patch)?;
-                    write_atomic(&target, &a.target, patched.as_bytes())?;
-                    Ok(PatchOut { path: show(&target), hunks })
+                    c.write_atomic(&target.path, &a.target, patched.as_bytes())?;
+                    Ok(PatchOut { path: show(&target.path), hunks })
                 })
                 .await
             }
@@ -183,8 +182,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
     );
 }
 
-fn read_utf8(path: &std::path::Path, given: &str) -> Result<String, ToolError> {
-    let bytes = fs::read(path).map_err(io_err(given))?;
+fn read_utf8(opened: &Opened, given: &str) -> Result<String, ToolError> {
+    let bytes = opened.bytes()?;
     String::from_utf8(bytes)
         .map_err(|_| ToolError::unsupported_format(format!("{given} is not UTF-8 text")))
 }

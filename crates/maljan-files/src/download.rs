@@ -11,7 +11,7 @@ use std::{
 };
 
 use futures::StreamExt;
-use maljan_server::{Registry, ToolContext, ToolError, ToolMeta};
+use maljan_server::{Registry, Renamed, ToolContext, ToolError, ToolMeta, Write as Create};
 use reqwest::{StatusCode, Url, header};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -19,7 +19,7 @@ use tokio::io::AsyncWriteExt;
 
 use crate::{
     Config,
-    hashing::{Algorithm, digests_match, hash_file},
+    hashing::{Algorithm, Watch, digests_match, hash_file},
     paths::show,
 };
 
@@ -396,12 +396,14 @@ async fn download(
         )));
     }
     let total = response.content_length().map(|l| (start + l) as f64);
-    let mut file = if start > 0 {
-        tokio::fs::OpenOptions::new().append(true).open(&part).await
+    // Opened from the root's handle (never through a link swapped in since the check); the
+    // open does not block (O_NONBLOCK), so it is done here.
+    let how = if start > 0 {
+        Create::Append
     } else {
-        tokio::fs::File::create(&part).await
-    }
-    .map_err(|e| ToolError::io(&a.file_name, e))?;
+        Create::Truncate
+    };
+    let mut file = tokio::fs::File::from_std(c.roots.create_file(&part, &a.file_name, how)?);
     let mut written = start;
     let mut next_report = written + a.chunk_size as u64;
     let mut stream = response.bytes_stream();
@@ -411,7 +413,7 @@ async fn download(
         written += chunk.len() as u64;
         if written > max {
             drop(file);
-            let _ = tokio::fs::remove_file(&part).await;
+            let _ = c.roots.remove_file(&part, &a.file_name);
             return Err(ToolError::bad_argument(format!(
                 "the download exceeded max_bytes {max}; the partial file was removed"
             )));
@@ -431,22 +433,30 @@ async fn download(
         .await
         .map_err(|e| ToolError::io(&a.file_name, e))?;
     drop(file);
-    if part != target {
-        tokio::fs::rename(&part, &target)
-            .await
-            .map_err(|e| ToolError::io(&a.file_name, e))?;
+    if part != target && c.roots.rename(&part, &target, &a.file_name)? != Renamed::Done {
+        return Err(ToolError::tool_failed(format!(
+            "{} could not be renamed into place",
+            a.file_name
+        )));
     }
-    let t = target.clone();
+    let written_file = c.roots.open_file(&target, &a.file_name)?;
     let given = a.file_name.clone();
+    let call = ctx.clone();
     let (sha256, bytes) = maljan_server::blocking(move || {
-        hash_file(&t, &given, Algorithm::parse("sha256")?, 1 << 20, None)
+        hash_file(
+            written_file,
+            &given,
+            Algorithm::parse("sha256")?,
+            1 << 20,
+            Watch::Call(&call),
+        )
     })
     .await?;
     if let Some(exp) = expected
         && !digests_match(&sha256, &exp)
     {
         {
-            let _ = tokio::fs::remove_file(&target).await;
+            let _ = c.roots.remove_file(&target, &a.file_name);
             return Err(ToolError::tool_failed(format!(
                 "the download's SHA-256 is {sha256}, not the expected {exp}; the file was removed"
             ))

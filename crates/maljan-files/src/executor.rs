@@ -424,10 +424,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             async move {
                 let mut files = Vec::new();
                 for f in &a.execute_files_list {
-                    let path = c.existing_file(f)?;
-                    let text = tokio::fs::read_to_string(&path)
-                        .await
-                        .map_err(|e| ToolError::io(f, e))?;
+                    let opened = c.existing_file(f)?;
+                    let text = maljan_server::blocking(move || opened.text()).await?;
                     let list: ActionList = serde_json::from_str(&text).map_err(|e| {
                         ToolError::unsupported_format(format!("{f} is not a JSON action list: {e}"))
                     })?;

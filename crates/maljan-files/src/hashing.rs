@@ -1,6 +1,6 @@
 //! The digest algorithms automation-file accepts (hashlib names) and streaming file hashing.
 
-use std::{fs::File, io::Read, path::Path};
+use std::{fs::File, io::Read};
 
 use digest::DynDigest;
 use maljan_server::{ToolContext, ToolError};
@@ -82,16 +82,15 @@ pub(crate) fn chunk_size(value: i64) -> Result<usize, ToolError> {
     Ok(value as usize)
 }
 
-/// Hashes a file in `chunk`-byte reads. Returns the hex digest and the number of bytes read.
-/// With a context, cancellation is polled between reads and progress is reported on big files.
+/// Hashes an open file in `chunk`-byte reads. Returns the hex digest and the number of bytes
+/// read. Cancellation is polled between reads; a call's progress is reported on big files.
 pub(crate) fn hash_file(
-    path: &Path,
+    file: File,
     given: &str,
     algorithm: Algorithm,
     chunk: usize,
-    ctx: Option<&ToolContext>,
+    ctx: Watch<'_>,
 ) -> Result<(String, u64), ToolError> {
-    let file = File::open(path).map_err(|e| ToolError::io(given, e))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let mut hasher = algorithm.hasher();
     let mut progress = Progress {
@@ -127,8 +126,16 @@ const PIPELINE_FROM: u64 = 8 * 1024 * 1024;
 /// The smallest buffer the two threads hand each other.
 const PIPELINE_BUFFER: usize = 1024 * 1024;
 
+/// Who watches a long hash: a call (cancellation polled, progress reported), or only a
+/// cancellation check (a walk's, a background monitor's).
+#[derive(Clone, Copy)]
+pub(crate) enum Watch<'a> {
+    Call(&'a ToolContext),
+    Stop(&'a dyn Fn() -> bool),
+}
+
 struct Progress<'a> {
-    ctx: Option<&'a ToolContext>,
+    ctx: Watch<'a>,
     size: u64,
     next: u64,
 }
@@ -136,7 +143,10 @@ struct Progress<'a> {
 impl Progress<'_> {
     /// Reports progress now and then; false when the call was cancelled.
     fn tick(&mut self, done: u64) -> bool {
-        let Some(ctx) = self.ctx else { return true };
+        let ctx = match self.ctx {
+            Watch::Stop(stop) => return !stop(),
+            Watch::Call(ctx) => ctx,
+        };
         if ctx.is_cancelled() {
             return false;
         }
@@ -321,7 +331,14 @@ mod tests {
         std::fs::write(&path, &data).unwrap();
         let sha = Algorithm::parse("sha256").unwrap();
         for chunk in [1 << 20, 777_777, 4096] {
-            let (digest, n) = hash_file(&path, "big", sha, chunk, None).unwrap();
+            let (digest, n) = hash_file(
+                File::open(&path).unwrap(),
+                "big",
+                sha,
+                chunk,
+                Watch::Stop(&|| false),
+            )
+            .unwrap();
             assert_eq!(n, data.len() as u64);
             assert_eq!(digest, sha.hex_of(&data), "chunk {chunk}");
         }

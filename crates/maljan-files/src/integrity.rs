@@ -3,7 +3,7 @@
 
 use std::{
     collections::{BTreeMap, HashMap},
-    fs::{self, File},
+    fs::{self},
     io::Read,
     path::PathBuf,
     sync::Arc,
@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 use crate::data::non_negative;
 use crate::{
     Config,
-    hashing::{Algorithm, chunk_size, digests_match, hash_bytes, hash_file},
-    paths::{FileInput, io_err, join_inside, show, walk_files, write_atomic},
+    hashing::{Algorithm, Watch, chunk_size, digests_match, hash_bytes, hash_file},
+    paths::{FileInput, io_err, join_inside, show, walk_files},
 };
 
 pub(crate) fn default_algorithm() -> String {
@@ -95,11 +95,17 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 let chunk = chunk_size(a.chunk_size)?;
                 let ((digest, size), path) = match c.small_file(&a.path)? {
                     FileInput::Read { path, bytes } => (hash_bytes(&bytes, algorithm), path),
-                    FileInput::Later { path } => {
+                    FileInput::Later(opened) => {
                         blocking(move || {
                             Ok((
-                                hash_file(&path, &a.path, algorithm, chunk, Some(&ctx))?,
-                                path,
+                                hash_file(
+                                    opened.file,
+                                    &a.path,
+                                    algorithm,
+                                    chunk,
+                                    Watch::Call(&ctx),
+                                )?,
+                                opened.path,
                             ))
                         })
                         .await?
@@ -132,8 +138,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 }
                 let ((actual, _), path) = match c.small_file(&a.path)? {
                     FileInput::Read { path, bytes } => (hash_bytes(&bytes, algorithm), path),
-                    FileInput::Later { path } => blocking(move || {
-                        Ok((hash_file(&path, &a.path, algorithm, chunk, Some(&ctx))?, path))
+                    FileInput::Later(opened) => blocking(move || {
+                        Ok((hash_file(opened.file, &a.path, algorithm, chunk, Watch::Call(&ctx))?, opened.path))
                     })
                     .await?,
                 };
@@ -255,7 +261,8 @@ pub(crate) fn register_trees(reg: &mut Registry, cfg: &Arc<Config>) {
                         if f.is_symlink || f.abs == manifest {
                             continue;
                         }
-                        let (checksum, size) = hash_file(&f.abs, &f.rel, algorithm, 1 << 20, Some(&ctx))?;
+                        let opened = c.open_resolved(&f.abs)?;
+                        let (checksum, size) = hash_file(opened.file, &f.rel, algorithm, 1 << 20, Watch::Call(&ctx))?;
                         files.insert(f.rel, ManifestEntry { size, checksum });
                         if i % 256 == 0 {
                             ctx.progress(i as f64, Some(total as f64), None);
@@ -277,10 +284,10 @@ pub(crate) fn register_trees(reg: &mut Registry, cfg: &Arc<Config>) {
                         "files": out.files,
                     });
                     if let Some(parent) = manifest.parent() {
-                        fs::create_dir_all(parent).map_err(io_err(&a.manifest_path))?;
+                        c.roots.create_dir_all(parent, &a.manifest_path)?;
                     }
                     let text = serde_json::to_string_pretty(&doc).map_err(|e| ToolError::tool_failed(e.to_string()))?;
-                    write_atomic(&manifest, &a.manifest_path, text.as_bytes())?;
+                    c.write_atomic(&manifest, &a.manifest_path, text.as_bytes())?;
                     Ok(out)
                 })
                 .await
@@ -301,7 +308,7 @@ pub(crate) fn register_trees(reg: &mut Registry, cfg: &Arc<Config>) {
                 let root = c.existing_dir(&a.root)?;
                 let manifest = c.existing_file(&a.manifest_path)?;
                 blocking(move || {
-                    let text = fs::read_to_string(&manifest).map_err(io_err(&a.manifest_path))?;
+                    let text = manifest.text()?;
                     let doc: Value = serde_json::from_str(&text).map_err(|e| {
                         ToolError::unsupported_format(format!(
                             "{} is not a JSON manifest: {e}",
@@ -330,20 +337,23 @@ pub(crate) fn register_trees(reg: &mut Registry, cfg: &Arc<Config>) {
                             )));
                         };
                         // Entries are data from a file: each is confined like any path argument.
-                        let path = match c.existing(&show(&path)) {
-                            Ok(p) if p.is_file() => p,
-                            Ok(_) | Err(_) => {
-                                out.missing.push(rel.clone());
-                                continue;
-                            }
+                        let Ok(opened) = c.existing_file(&show(&path)) else {
+                            out.missing.push(rel.clone());
+                            continue;
                         };
                         let expected = entry["checksum"].as_str().unwrap_or("");
-                        let size_ok = entry["size"].as_u64().is_none_or(|s| {
-                            fs::metadata(&path).map(|m| m.len() == s).unwrap_or(false)
-                        });
+                        let size = opened.size()?;
+                        let size_ok = entry["size"].as_u64().is_none_or(|s| size == s);
                         let same = size_ok
                             && digests_match(
-                                &hash_file(&path, rel, algorithm, 1 << 20, Some(&ctx))?.0,
+                                &hash_file(
+                                    opened.file,
+                                    rel,
+                                    algorithm,
+                                    1 << 20,
+                                    Watch::Call(&ctx),
+                                )?
+                                .0,
                                 expected,
                             );
                         if same {
@@ -354,7 +364,7 @@ pub(crate) fn register_trees(reg: &mut Registry, cfg: &Arc<Config>) {
                     }
                     let stop = || ctx.is_cancelled();
                     for f in walk_files(&root, &stop)? {
-                        if !f.is_symlink && f.abs != manifest && !files.contains_key(&f.rel) {
+                        if !f.is_symlink && f.abs != manifest.path && !files.contains_key(&f.rel) {
                             out.extra.push(f.rel);
                         }
                     }
@@ -399,7 +409,7 @@ pub(crate) fn register_trees(reg: &mut Registry, cfg: &Arc<Config>) {
                     for (size, paths) in by_size.into_iter().filter(|(_, p)| p.len() > 1) {
                         let mut by_head: HashMap<String, Vec<PathBuf>> = HashMap::new();
                         for p in paths {
-                            if let Ok(h) = head_hash(&p, algorithm, sample) {
+                            if let Ok(h) = head_hash(&c, &p, algorithm, sample) {
                                 by_head.entry(h).or_default().push(p);
                             }
                         }
@@ -411,7 +421,10 @@ pub(crate) fn register_trees(reg: &mut Registry, cfg: &Arc<Config>) {
                             }
                             let mut by_full: HashMap<String, Vec<String>> = HashMap::new();
                             for p in same_head {
-                                if let Ok((h, _)) = hash_file(&p, &show(&p), algorithm, 1 << 20, Some(&ctx)) {
+                                let hashed = c
+                                    .open_resolved(&p)
+                                    .and_then(|o| hash_file(o.file, &o.given, algorithm, 1 << 20, Watch::Call(&ctx)));
+                                if let Ok((h, _)) = hashed {
                                     by_full.entry(h).or_default().push(show(&p));
                                 }
                             }
@@ -431,10 +444,19 @@ pub(crate) fn register_trees(reg: &mut Registry, cfg: &Arc<Config>) {
     );
 }
 
-fn head_hash(path: &std::path::Path, algorithm: Algorithm, sample: u64) -> std::io::Result<String> {
+fn head_hash(
+    c: &Config,
+    path: &std::path::Path,
+    algorithm: Algorithm,
+    sample: u64,
+) -> Result<String, ToolError> {
     let mut h = algorithm.hasher();
     let mut buf = Vec::new();
-    File::open(path)?.take(sample).read_to_end(&mut buf)?;
+    let opened = c.open_resolved(path)?;
+    (&opened.file)
+        .take(sample)
+        .read_to_end(&mut buf)
+        .map_err(io_err(&opened.given))?;
     h.update(&buf);
     Ok(hex::encode(h.finalize()))
 }

@@ -12,6 +12,7 @@
 use std::sync::Arc;
 
 use maljan_server::{Registry, Roots};
+pub use unzip::ExtractionLimits;
 
 mod archive;
 mod baseline;
@@ -47,12 +48,15 @@ pub struct FilesConfig {
     /// Lets FA_download_file reach loopback addresses (127.0.0.0/8, ::1). Off by default: it exists
     /// so tests can serve files from a local HTTP server. Every other SSRF refusal stays in force.
     pub allow_loopback_downloads: bool,
+    /// Bounds on what one zip extraction may write.
+    pub extraction: ExtractionLimits,
 }
 
 /// What every action of this crate shares: the configuration and the server's own state.
 pub(crate) struct Config {
     pub(crate) roots: Roots,
     pub(crate) allow_loopback_downloads: bool,
+    pub(crate) extraction: ExtractionLimits,
     /// Running integrity monitors (FA_integrity_watch_*), stopped when the server goes away.
     pub(crate) watches: watch::Watches,
     /// Each tool's parameter names in order, to bind positional arguments in action lists.
@@ -64,6 +68,7 @@ pub fn registry(config: FilesConfig) -> Registry {
     let cfg = Arc::new(Config {
         roots: config.roots,
         allow_loopback_downloads: config.allow_loopback_downloads,
+        extraction: config.extraction,
         watches: Default::default(),
         params: Default::default(),
     });

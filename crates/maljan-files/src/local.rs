@@ -7,13 +7,13 @@ use std::{
     time::UNIX_EPOCH,
 };
 
-use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, blocking};
+use maljan_server::{ErrorCode, Registry, ToolContext, ToolError, ToolMeta, Write, blocking};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{
     Config,
-    paths::{io_err, show},
+    paths::{Opened, copy_data, io_err, show},
 };
 
 fn default_true() -> bool {
@@ -145,7 +145,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                             created: false,
                         });
                     }
-                    fs::create_dir_all(&dir).map_err(io_err(&a.dir_path))?;
+                    c.roots.create_dir_all(&dir, &a.dir_path)?;
                     Ok(CreateDirOut {
                         dir_path: show(&dir),
                         created: true,
@@ -164,22 +164,23 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
         )
         .destructive()
         .timeout_s(600),
-        move |_ctx, a: CopyFileArgs| {
+        move |ctx, a: CopyFileArgs| {
             let c = c.clone();
             async move {
                 let source = c.existing_file(&a.file_path)?;
                 let target = c.target(&a.target_path)?;
                 blocking(move || {
-                    let target = into_dir(&source, target);
+                    let target = into_dir(&source.path, target);
                     let bytes = copy_one(
+                        &c,
                         &source,
                         &target,
                         a.copy_metadata,
-                        &a.file_path,
                         &a.target_path,
+                        &|| ctx.is_cancelled(),
                     )?;
                     Ok(CopyOut {
-                        source: show(&source),
+                        source: show(&source.path),
                         target: show(&target),
                         bytes,
                     })
@@ -202,14 +203,17 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             async move {
                 let entry = c.entry(&a.file_path)?;
                 blocking(move || {
-                    let meta = fs::symlink_metadata(&entry).map_err(io_err(&a.file_path))?;
-                    if meta.is_dir() {
+                    let (dir, name) = c.roots.parent_dir(&entry, &a.file_path)?;
+                    let kind = dir
+                        .entry_kind(name.as_os_str())
+                        .map_err(io_err(&a.file_path))?;
+                    if kind == libc::S_IFDIR {
                         return Err(ToolError::bad_argument(format!(
                             "{} is a directory; FA_remove_dir_tree removes directories",
                             a.file_path
                         )));
                     }
-                    fs::remove_file(&entry).map_err(io_err(&a.file_path))?;
+                    dir.unlink(name.as_os_str()).map_err(io_err(&a.file_path))?;
                     Ok(RemovedOut {
                         removed: show(&entry),
                     })
@@ -228,47 +232,54 @@ pub(crate) fn into_dir(source: &Path, target: PathBuf) -> PathBuf {
     }
 }
 
-/// Copies one file's bytes and permissions, and with `metadata` its times too.
+/// Copies one open file's bytes and permissions to a resolved target (created or emptied from
+/// its root's handle), and with `metadata` its times too.
 pub(crate) fn copy_one(
-    source: &Path,
+    c: &Config,
+    source: &Opened,
     target: &Path,
     metadata: bool,
-    given_source: &str,
     given_target: &str,
+    stop: &dyn Fn() -> bool,
 ) -> Result<u64, ToolError> {
-    if source == target {
+    if source.path == target {
         return Err(ToolError::bad_argument(format!(
-            "{given_source} and {given_target} are the same file"
+            "{} and {given_target} are the same file",
+            source.given
         )));
     }
-    let bytes = fs::copy(source, target).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound && source.exists() {
-            ToolError::no_such_file(format!(
-                "the target's directory does not exist: {given_target}"
-            ))
-            .with_remediation(
-                "create the directory first (FA_create_dir), or copy into an existing one",
-            )
-        } else {
-            ToolError::io(given_target, e)
-        }
-    })?;
+    let out = c
+        .roots
+        .create_file(target, given_target, Write::Truncate)
+        .map_err(|e| {
+            if e.code == ErrorCode::NoSuchFile {
+                ToolError::no_such_file(format!(
+                    "the target's directory does not exist: {given_target}"
+                ))
+                .with_remediation(
+                    "create the directory first (FA_create_dir), or copy into an existing one",
+                )
+            } else {
+                e
+            }
+        })?;
+    let bytes = copy_data(&source.file, &mut &out, given_target, stop)?;
+    let source_meta = source.file.metadata().map_err(io_err(&source.given))?;
+    out.set_permissions(source_meta.permissions())
+        .map_err(io_err(given_target))?;
     if metadata {
-        copy_times(source, target).map_err(io_err(given_target))?;
+        copy_times(&source_meta, &out).map_err(io_err(given_target))?;
     }
     Ok(bytes)
 }
 
-pub(crate) fn copy_times(source: &Path, target: &Path) -> std::io::Result<()> {
-    let meta = fs::metadata(source)?;
-    let mut times = fs::FileTimes::new().set_modified(meta.modified()?);
-    if let Ok(accessed) = meta.accessed() {
+/// Sets an open file's modified (and accessed) times to those in `source`.
+pub(crate) fn copy_times(source: &fs::Metadata, target: &fs::File) -> std::io::Result<()> {
+    let mut times = fs::FileTimes::new().set_modified(source.modified()?);
+    if let Ok(accessed) = source.accessed() {
         times = times.set_accessed(accessed);
     }
-    fs::OpenOptions::new()
-        .write(true)
-        .open(target)?
-        .set_times(times)
+    target.set_times(times)
 }
 
 pub(crate) fn entry_out(path: &Path, meta: &fs::Metadata) -> DirEntryOut {

@@ -7,7 +7,7 @@
 //! Files are written with snappy compression (pyarrow's default); snappy, gzip, lz4 and
 //! uncompressed files are read. Other codecs are refused with `unsupported_format`.
 
-use std::{fs, path::Path, sync::Arc};
+use std::{path::Path, sync::Arc};
 
 use arrow_array::{
     Array, ArrayAccessor, ArrayRef, RecordBatch, builder::StringBuilder, cast::AsArray,
@@ -32,7 +32,7 @@ use serde_json::{Map, Value};
 use crate::{
     Config,
     data::{csv_err, default_comma, default_utf8, delimiter, read_csv},
-    paths::{io_err, show, write_atomic},
+    paths::{Opened, show},
 };
 
 /// The most JSON FA_parquet_read answers with: a whole multi-gigabyte file rendered as records
@@ -126,7 +126,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             async move {
                 let limit = crate::data::optional_limit(a.limit)?;
                 let path = c.existing_file(&a.path)?;
-                blocking(move || read(&path, &a.path, limit, a.columns.as_deref())).await
+                blocking(move || read(path, &a.path, limit, a.columns.as_deref())).await
             }
         },
     );
@@ -145,7 +145,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 let path = c.target(&a.path)?;
                 blocking(move || {
                     let batch = records_to_batch(&a.records)?;
-                    store(&path, &a.path, &batch)
+                    store(&c, &path, &a.path, &batch)
                 })
                 .await
             }
@@ -169,7 +169,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 blocking(move || {
                     let (header, rows) = read_csv(&src, &a.csv_path, &a.encoding, delim)?;
                     let batch = csv_to_batch(header, rows, &a.csv_path)?;
-                    store(&target, &a.parquet_path, &batch)
+                    store(&c, &target, &a.parquet_path, &batch)
                 })
                 .await
             }
@@ -208,12 +208,13 @@ fn unreadable(given: &str, why: String) -> ToolError {
 }
 
 fn read(
-    path: &Path,
+    opened: Opened,
     given: &str,
     limit: Option<usize>,
     columns: Option<&[String]>,
 ) -> Result<ReadOut, ToolError> {
-    let file = fs::File::open(path).map_err(io_err(given))?;
+    let path = show(&opened.path);
+    let file = opened.file;
     let mut builder = ParquetRecordBatchReaderBuilder::try_new(file)
         .map_err(parquet_err(given))?
         .with_batch_size(BATCH_ROWS);
@@ -291,7 +292,7 @@ fn read(
         }
     }
     Ok(ReadOut {
-        path: show(path),
+        path,
         count: records.len(),
         records,
         total_rows,
@@ -396,7 +397,7 @@ fn csv_to_batch(
 }
 
 /// Writes the batch as a snappy-compressed Parquet file, atomically.
-fn store(path: &Path, given: &str, batch: &RecordBatch) -> Result<WriteOut, ToolError> {
+fn store(c: &Config, path: &Path, given: &str, batch: &RecordBatch) -> Result<WriteOut, ToolError> {
     let failed = |e: ParquetError| ToolError::tool_failed(format!("writing {given}: {e}"));
     let props = WriterProperties::builder()
         .set_compression(Compression::SNAPPY)
@@ -406,9 +407,9 @@ fn store(path: &Path, given: &str, batch: &RecordBatch) -> Result<WriteOut, Tool
     writer.write(batch).map_err(failed)?;
     writer.close().map_err(failed)?;
     if let Some(parent) = path.parent() {
-        fs::create_dir_all(parent).map_err(io_err(given))?;
+        c.roots.create_dir_all(parent, given)?;
     }
-    write_atomic(path, given, &out)?;
+    c.write_atomic(path, given, &out)?;
     Ok(WriteOut {
         path: show(path),
         rows: batch.num_rows() as u64,
@@ -496,8 +497,9 @@ mod tests {
     fn csv_batch(text: &str, delimiter: u8) -> Result<RecordBatch, ToolError> {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.csv");
-        fs::write(&path, text).unwrap();
-        let (header, rows) = read_csv(&path, "t.csv", "utf-8", delimiter)?;
+        std::fs::write(&path, text).unwrap();
+        let opened = crate::paths::rooted_at(dir.path()).existing_file("t.csv")?;
+        let (header, rows) = read_csv(&opened, "t.csv", "utf-8", delimiter)?;
         csv_to_batch(header, rows, "t.csv")
     }
 
@@ -529,8 +531,15 @@ mod tests {
             true,
         )]));
         let batch = RecordBatch::try_new(schema, vec![Arc::new(bin) as ArrayRef]).unwrap();
-        store(&path, "b.parquet", &batch).unwrap();
-        let out = read(&path, "b.parquet", None, None).unwrap();
+        let c = crate::paths::rooted_at(dir.path());
+        store(&c, &path, "b.parquet", &batch).unwrap();
+        let out = read(
+            c.existing_file("b.parquet").unwrap(),
+            "b.parquet",
+            None,
+            None,
+        )
+        .unwrap();
         assert_eq!(out.records[0]["blob"], "AP9oaQ==");
         assert_eq!(out.records[1]["blob"], Value::Null);
         assert_eq!(out.total_rows, 2);

@@ -2,7 +2,6 @@
 
 use std::{
     io::Read,
-    os::unix::fs::OpenOptionsExt,
     path::{Path, PathBuf},
 };
 
@@ -14,9 +13,59 @@ use crate::Config;
 pub(crate) enum FileInput {
     /// Small enough to work on at once ([`IN_PLACE_BYTES`] at most): its bytes, read already.
     Read { path: PathBuf, bytes: Vec<u8> },
-    /// Bigger, or not a plain readable file: to be read on the blocking pool, where a FIFO may
-    /// block and every error is met and reported as for any read.
-    Later { path: PathBuf },
+    /// Bigger: to be read on the blocking pool, from the handle already opened.
+    Later(Opened),
+}
+
+/// A regular file opened under the roots: every read goes through `file`, the handle that was
+/// checked, never through the name again.
+#[derive(Debug)]
+pub(crate) struct Opened {
+    /// The resolved path, for answers.
+    pub(crate) path: PathBuf,
+    /// The path as the caller gave it, for error words.
+    pub(crate) given: String,
+    pub(crate) file: std::fs::File,
+}
+
+impl Opened {
+    /// The file's size by `fstat`.
+    pub(crate) fn size(&self) -> Result<u64, ToolError> {
+        Ok(self.file.metadata().map_err(io_err(&self.given))?.len())
+    }
+
+    /// The whole content.
+    pub(crate) fn bytes(&self) -> Result<Vec<u8>, ToolError> {
+        self.bytes_until(&|| false)
+    }
+
+    /// The whole content, read a few MiB at a time with `stop` asked in between (a cancelled
+    /// or timed-out call stops reading a big file within a moment).
+    pub(crate) fn bytes_until(&self, stop: &dyn Fn() -> bool) -> Result<Vec<u8>, ToolError> {
+        let mut out = Vec::with_capacity(self.size().unwrap_or(0).min(1 << 30) as usize);
+        loop {
+            let got = (&self.file)
+                .take(CANCEL_CHECK_BYTES)
+                .read_to_end(&mut out)
+                .map_err(io_err(&self.given))?;
+            if got == 0 {
+                return Ok(out);
+            }
+            if stop() {
+                return Err(cancelled());
+            }
+        }
+    }
+
+    /// The whole content as UTF-8 text.
+    pub(crate) fn text(&self) -> Result<String, ToolError> {
+        String::from_utf8(self.bytes()?).map_err(|_| {
+            ToolError::bad_argument(format!(
+                "{}: stream did not contain valid UTF-8",
+                self.given
+            ))
+        })
+    }
 }
 
 /// A regular file of `size` bytes by `fstat`, read whole. The read that would only confirm the
@@ -45,73 +94,53 @@ fn read_small(mut file: &std::fs::File, size: usize) -> Option<Vec<u8>> {
     Some(bytes)
 }
 
-/// A file's size from its metadata, for choosing where to work on it: a directory is refused,
-/// and anything but a regular file (or metadata that could not be read) counts as `u64::MAX`.
-fn file_size(path: &str, meta: Option<std::fs::Metadata>) -> Result<u64, ToolError> {
-    if meta.as_ref().is_some_and(std::fs::Metadata::is_dir) {
-        return Err(ToolError::bad_argument(format!(
-            "{path} is a directory, not a file"
-        )));
-    }
-    Ok(meta
-        .filter(std::fs::Metadata::is_file)
-        .map_or(u64::MAX, |m| m.len()))
-}
-
 impl Config {
     /// A path that must exist (file or directory).
     pub(crate) fn existing(&self, path: &str) -> Result<PathBuf, ToolError> {
         self.roots.existing(path)
     }
 
-    /// An existing regular file.
-    pub(crate) fn existing_file(&self, path: &str) -> Result<PathBuf, ToolError> {
-        self.existing_file_sized(path).map(|(resolved, _)| resolved)
+    /// An existing regular file, opened for reading (anything else is refused before a byte
+    /// is read: a FIFO or a device may block or never end).
+    pub(crate) fn existing_file(&self, path: &str) -> Result<Opened, ToolError> {
+        let (resolved, file) = self.roots.read_existing(path)?;
+        Ok(Opened {
+            path: resolved,
+            given: path.to_string(),
+            file,
+        })
     }
 
-    /// An existing regular file and its size, from one stat, for choosing where to work on it
-    /// (`blocking_unless_small`). Anything but a regular file counts as big (`u64::MAX`): a FIFO
-    /// or a device says 0 yet may block or never end, and must not be read on the runtime's
-    /// thread; a size that cannot be read counts as big too, so the blocking path meets and
-    /// reports the error.
-    pub(crate) fn existing_file_sized(&self, path: &str) -> Result<(PathBuf, u64), ToolError> {
-        let resolved = self.existing(path)?;
-        let size = file_size(path, std::fs::metadata(&resolved).ok())?;
-        Ok((resolved, size))
+    /// Opens a path already resolved (met while walking a tree, say) for reading.
+    pub(crate) fn open_resolved(&self, resolved: &Path) -> Result<Opened, ToolError> {
+        let given = show(resolved);
+        let file = self.roots.open_file(resolved, &given)?;
+        Ok(Opened {
+            path: resolved.to_path_buf(),
+            given,
+            file,
+        })
     }
 
     /// An existing regular file, read at once when it is small. One open and one `fstat` answer
-    /// both questions (what is it, how big) that `existing_file_sized` and a later read ask with
-    /// two `stat`s and a second open; a plain name under a root is opened without resolving it
-    /// first ([`Roots::open_plainly_inside`](maljan_server::Roots::open_plainly_inside)).
+    /// both questions (what is it, how big).
     pub(crate) fn small_file(&self, path: &str) -> Result<FileInput, ToolError> {
-        // O_NONBLOCK: opening a FIFO must not wait for a writer (a regular file ignores it).
-        let flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY;
-        let (resolved, opened) = match self.roots.open_plainly_inside(path, flags) {
-            Some((resolved, file)) => (resolved, Ok(file)),
-            None => {
-                let resolved = self.existing(path)?;
-                let opened = std::fs::OpenOptions::new()
-                    .read(true)
-                    .custom_flags(flags)
-                    .open(&resolved);
-                (resolved, opened)
-            }
-        };
-        let Ok(file) = opened else {
-            return Ok(FileInput::Later { path: resolved });
-        };
-        let size = file_size(path, file.metadata().ok())?;
+        let opened = self.existing_file(path)?;
+        let size = opened.size()?;
         if size > IN_PLACE_BYTES {
-            return Ok(FileInput::Later { path: resolved });
+            return Ok(FileInput::Later(opened));
         }
-        match read_small(&file, size as usize) {
+        match read_small(&opened.file, size as usize) {
             Some(bytes) => Ok(FileInput::Read {
-                path: resolved,
+                path: opened.path,
                 bytes,
             }),
-            // It grew while being read, or the read failed: the usual path.
-            None => Ok(FileInput::Later { path: resolved }),
+            // It grew while being read, or the read failed: the usual path, from the start.
+            None => {
+                use std::io::Seek;
+                (&opened.file).rewind().map_err(io_err(&opened.given))?;
+                Ok(FileInput::Later(opened))
+            }
         }
     }
 
@@ -195,9 +224,10 @@ pub(crate) fn show(path: &Path) -> String {
     path.to_string_lossy().into_owned()
 }
 
-/// Maps an I/O error on a path the caller gave to the code they can act on.
+/// Maps an I/O error on a path the caller gave to the code they can act on (a symlink met
+/// where a resolved path had none is a confinement refusal).
 pub(crate) fn io_err(given: &str) -> impl FnOnce(std::io::Error) -> ToolError + '_ {
-    move |e| ToolError::io(given, e)
+    move |e| maljan_server::roots::io_error(given, e)
 }
 
 /// One regular file or symlink found below a directory (directories themselves are not listed).
@@ -251,29 +281,65 @@ pub(crate) fn join_inside(base: &Path, rel: &str) -> Option<PathBuf> {
     (out != base).then_some(out)
 }
 
-/// Writes a file through a sibling temporary file renamed over it, so a reader never sees half
-/// of it and a failure leaves the old content.
-pub(crate) fn write_atomic(target: &Path, given: &str, data: &[u8]) -> Result<(), ToolError> {
-    use std::io::Write;
-    let dir = target.parent().unwrap_or(Path::new("."));
-    let name = target
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4().simple()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(data)?;
-        f.sync_data()?;
-        if let Ok(meta) = std::fs::metadata(target) {
-            let _ = std::fs::set_permissions(&tmp, meta.permissions());
+/// How much is copied or read between two looks at the call's cancellation.
+pub(crate) const CANCEL_CHECK_BYTES: u64 = 4 << 20;
+
+/// Copies a file's bytes from one open handle to another, stopping (with `tool_failed`) soon
+/// after `stop` says the call was cancelled or timed out.
+pub(crate) fn copy_data(
+    mut from: &std::fs::File,
+    to: &mut dyn std::io::Write,
+    given: &str,
+    stop: &dyn Fn() -> bool,
+) -> Result<u64, ToolError> {
+    let mut buf = vec![0u8; 1 << 20];
+    let (mut total, mut since_check) = (0u64, 0u64);
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => return Ok(total),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(io_err(given)(e)),
+        };
+        to.write_all(&buf[..n]).map_err(io_err(given))?;
+        total += n as u64;
+        since_check += n as u64;
+        if since_check >= CANCEL_CHECK_BYTES {
+            since_check = 0;
+            if stop() {
+                return Err(cancelled());
+            }
         }
-        std::fs::rename(&tmp, target)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
     }
-    result.map_err(|e| ToolError::io(given, e))
+}
+
+/// The answer to a call cancelled (or timed out) mid-work.
+pub(crate) fn cancelled() -> ToolError {
+    ToolError::tool_failed("the call was cancelled").with_remediation("none needed")
+}
+
+impl Config {
+    /// Writes a file atomically (see [`Roots::write_atomic`](maljan_server::Roots::write_atomic)).
+    pub(crate) fn write_atomic(
+        &self,
+        target: &Path,
+        given: &str,
+        data: &[u8],
+    ) -> Result<(), ToolError> {
+        self.roots.write_atomic(target, given, data)
+    }
+}
+
+/// A configuration with one root, for unit tests.
+#[cfg(test)]
+pub(crate) fn rooted_at(dir: &Path) -> Config {
+    Config {
+        roots: maljan_server::Roots::new([dir]).unwrap(),
+        allow_loopback_downloads: false,
+        extraction: Default::default(),
+        watches: Default::default(),
+        params: Default::default(),
+    }
 }
 
 #[cfg(test)]
@@ -281,41 +347,36 @@ mod tests {
     use super::*;
     use maljan_server::ErrorCode;
 
-    fn rooted_at(dir: &Path) -> Config {
-        Config {
-            roots: maljan_server::Roots::new([dir]).unwrap(),
-            allow_loopback_downloads: false,
-            watches: Default::default(),
-            params: Default::default(),
-        }
-    }
+    use crate::paths::rooted_at;
 
     #[test]
-    fn only_regular_files_count_as_small() {
+    fn only_regular_files_are_opened() {
         let dir = tempfile::tempdir().unwrap();
         let config = rooted_at(dir.path());
         let file = dir.path().join("small.txt");
         std::fs::write(&file, b"12345").unwrap();
-        let sized = |p: &Path| config.existing_file_sized(p.to_str().unwrap());
-        assert_eq!(sized(&file).unwrap().1, 5);
+        let opened = |p: &Path| config.existing_file(p.to_str().unwrap());
+        assert_eq!(opened(&file).unwrap().size().unwrap(), 5);
         let fifo = dir.path().join("fifo");
         let made = std::process::Command::new("mkfifo")
             .arg(&fifo)
             .status()
             .unwrap();
         assert!(made.success());
-        assert_eq!(
-            sized(&fifo).unwrap().1,
-            u64::MAX,
-            "a FIFO is never read in place"
+        let refused = opened(&fifo).unwrap_err();
+        assert_eq!(refused.code, ErrorCode::BadArgument, "a FIFO is never read");
+        assert!(
+            refused.message.contains("not a regular file"),
+            "{}",
+            refused.message
         );
         assert_eq!(
-            sized(dir.path()).unwrap_err().code,
+            opened(dir.path()).unwrap_err().code,
             ErrorCode::BadArgument,
             "a directory is not a file"
         );
         assert_eq!(
-            sized(&dir.path().join("missing")).unwrap_err().code,
+            opened(&dir.path().join("missing")).unwrap_err().code,
             ErrorCode::NoSuchFile
         );
     }
@@ -344,9 +405,12 @@ mod tests {
             FileInput::Read { path, bytes } if bytes == b"12345" && path == canonical));
         assert!(matches!(input(&exact).unwrap(),
             FileInput::Read { bytes, .. } if bytes.len() == IN_PLACE_BYTES as usize));
-        assert!(matches!(input(&big).unwrap(), FileInput::Later { .. }));
-        // Opened without waiting for a writer, and left for the blocking pool.
-        assert!(matches!(input(&fifo).unwrap(), FileInput::Later { .. }));
+        assert!(matches!(input(&big).unwrap(), FileInput::Later(..)));
+        // Opened without waiting for a writer, and refused.
+        assert_eq!(
+            input(&fifo).map(drop).unwrap_err().code,
+            ErrorCode::BadArgument
+        );
         assert_eq!(
             input(dir.path()).map(drop).unwrap_err().code,
             ErrorCode::BadArgument,
@@ -384,7 +448,7 @@ mod tests {
         let config = rooted_at(Path::new("/proc/self"));
         assert!(matches!(
             config.small_file("status").unwrap(),
-            FileInput::Later { .. }
+            FileInput::Later(..)
         ));
     }
 }

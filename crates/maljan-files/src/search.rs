@@ -10,13 +10,13 @@ use std::{
 };
 
 use globset::{GlobBuilder, GlobMatcher};
-use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, blocking};
+use maljan_server::{Registry, Roots, ToolContext, ToolError, ToolMeta, blocking};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{
     Config,
-    paths::show,
+    paths::{CANCEL_CHECK_BYTES, show},
     walk::{Flow, par_walk, threads},
 };
 
@@ -165,7 +165,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                     count: AtomicUsize::new(0),
                 };
                 blocking(move || {
-                    let mut matches = grep(&root, &g, &ctx)?;
+                    let mut matches = grep(&c.roots, &root, &g, &ctx)?;
                     matches.sort_unstable();
                     let truncated = g.count.load(Ordering::Relaxed) > g.max;
                     matches.truncate(g.max);
@@ -252,9 +252,11 @@ impl Grep {
         true
     }
 
-    fn scan(&self, path: &Path, out: &mut Vec<GrepHit>) {
+    /// Searches one file found while walking, opened from its root's handle (never through a
+    /// link swapped in since the walk saw it); `stop` is polled every few MiB.
+    fn scan(&self, roots: &Roots, path: &Path, out: &mut Vec<GrepHit>, stop: &dyn Fn() -> bool) {
         use std::io::{BufRead, Read};
-        let Ok(mut file) = std::fs::File::open(path) else {
+        let Ok(mut file) = roots.open_file(path, &show(path)) else {
             return;
         };
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
@@ -274,12 +276,18 @@ impl Grep {
         } else {
             let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
             let mut line = Vec::new();
-            let mut n = 0;
+            let (mut n, mut since_check) = (0, 0u64);
             loop {
                 line.clear();
                 match reader.read_until(b'\n', &mut line) {
                     Ok(0) | Err(_) => return,
-                    Ok(_) => {}
+                    Ok(read) => since_check += read as u64,
+                }
+                if since_check >= CANCEL_CHECK_BYTES {
+                    since_check = 0;
+                    if stop() {
+                        return;
+                    }
                 }
                 n += 1;
                 if !self.hit(path, n, &line, out) {
@@ -290,7 +298,12 @@ impl Grep {
     }
 }
 
-fn grep(root: &Path, g: &Grep, ctx: &ToolContext) -> Result<Vec<GrepHit>, ToolError> {
+fn grep(
+    roots: &Roots,
+    root: &Path,
+    g: &Grep,
+    ctx: &ToolContext,
+) -> Result<Vec<GrepHit>, ToolError> {
     let stop = || ctx.is_cancelled();
     let found = par_walk(
         root,
@@ -308,7 +321,7 @@ fn grep(root: &Path, g: &Grep, ctx: &ToolContext) -> Result<Vec<GrepHit>, ToolEr
             {
                 return Flow::Continue;
             }
-            g.scan(&entry.path(), out);
+            g.scan(roots, &entry.path(), out, &stop);
             Flow::Continue
         },
     );

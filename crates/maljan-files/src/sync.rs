@@ -16,8 +16,8 @@ use serde::{Deserialize, Serialize};
 use crate::data::non_negative;
 use crate::{
     Config,
-    hashing::{Algorithm, hash_file},
-    local::copy_times,
+    hashing::{Algorithm, Watch, hash_file},
+    local::copy_one,
     paths::{io_err, show, walk_files},
     search::name_glob,
 };
@@ -138,7 +138,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 }
                 let dir = c.existing_dir(&a.directory)?;
                 let glob = name_glob(&a.pattern)?;
-                blocking(move || rotate(&dir, &glob, &a)).await
+                blocking(move || rotate(&c, &dir, &glob, &a)).await
             }
         },
     );
@@ -179,7 +179,12 @@ fn mtime(meta: &fs::Metadata) -> f64 {
         .unwrap_or(0.0)
 }
 
-fn rotate(dir: &Path, glob: &globset::GlobMatcher, a: &RotateArgs) -> Result<RotateOut, ToolError> {
+fn rotate(
+    cfg: &Config,
+    dir: &Path,
+    glob: &globset::GlobMatcher,
+    a: &RotateArgs,
+) -> Result<RotateOut, ToolError> {
     let mut candidates: Vec<(PathBuf, f64)> = fs::read_dir(dir)
         .map_err(io_err(&a.directory))?
         .filter_map(Result::ok)
@@ -222,7 +227,7 @@ fn rotate(dir: &Path, glob: &globset::GlobMatcher, a: &RotateArgs) -> Result<Rot
             continue;
         }
         if !a.dry_run {
-            fs::remove_file(path).map_err(io_err(&show(path)))?;
+            cfg.roots.remove_file(path, &show(path))?;
         }
         deleted.push(show(path));
     }
@@ -241,7 +246,7 @@ fn sync(
     ctx: &ToolContext,
 ) -> Result<SyncOut, ToolError> {
     if !a.dry_run {
-        fs::create_dir_all(dst).map_err(io_err(&a.dst))?;
+        cfg.roots.create_dir_all(dst, &a.dst)?;
     }
     let mut out = SyncOut {
         copied: vec![],
@@ -264,20 +269,28 @@ fn sync(
                 continue;
             }
         };
-        let needs = needs_copy(&f.abs, &target, f.is_symlink, a.compare == "checksum", sha);
+        let needs = needs_copy(
+            cfg,
+            &f.abs,
+            &target,
+            f.is_symlink,
+            a.compare == "checksum",
+            sha,
+            ctx,
+        );
         match needs {
             Ok(false) => out.skipped.push(f.rel.clone()),
             Ok(true) if a.dry_run => out.copied.push(f.rel.clone()),
-            Ok(true) => match copy_entry(&f.abs, &target, f.is_symlink) {
+            Ok(true) => match copy_entry(cfg, &f.abs, &target, f.is_symlink, &f.rel, ctx) {
                 Ok(()) => out.copied.push(f.rel.clone()),
                 Err(e) => out.errors.push(SyncError {
                     path: f.rel.clone(),
-                    error: e.to_string(),
+                    error: e.message,
                 }),
             },
             Err(e) => out.errors.push(SyncError {
                 path: f.rel.clone(),
-                error: e.to_string(),
+                error: e.message,
             }),
         }
     }
@@ -288,11 +301,11 @@ fn sync(
                 continue;
             }
             if !a.dry_run
-                && let Err(e) = fs::remove_file(&f.abs)
+                && let Err(e) = cfg.roots.remove_file(&f.abs, &f.rel)
             {
                 out.errors.push(SyncError {
                     path: f.rel.clone(),
-                    error: e.to_string(),
+                    error: e.message,
                 });
                 continue;
             }
@@ -303,11 +316,13 @@ fn sync(
 }
 
 fn needs_copy(
+    cfg: &Config,
     src: &Path,
     dst: &Path,
     src_link: bool,
     checksum: bool,
     sha: Algorithm,
+    ctx: &ToolContext,
 ) -> Result<bool, ToolError> {
     let Ok(dmeta) = fs::symlink_metadata(dst) else {
         return Ok(true);
@@ -323,23 +338,48 @@ fn needs_copy(
         return Ok(true);
     }
     if checksum {
-        let (a, _) = hash_file(src, &show(src), sha, 1 << 20, None)?;
-        let (b, _) = hash_file(dst, &show(dst), sha, 1 << 20, None)?;
+        let stop = stopper(ctx);
+        let (a, _) = hash_file(
+            cfg.open_resolved(src)?.file,
+            &show(src),
+            sha,
+            1 << 20,
+            Watch::Stop(&stop),
+        )?;
+        let (b, _) = hash_file(
+            cfg.open_resolved(dst)?.file,
+            &show(dst),
+            sha,
+            1 << 20,
+            Watch::Stop(&stop),
+        )?;
         return Ok(a != b);
     }
     Ok((mtime(&smeta) - mtime(&dmeta)).abs() > 2.0)
 }
 
-fn copy_entry(src: &Path, dst: &Path, link: bool) -> std::io::Result<()> {
+/// Copies one file or link to `dst`, every directory, link and file made from its root's
+/// handle; a link already at `dst` is replaced, never written through.
+fn copy_entry(
+    cfg: &Config,
+    src: &Path,
+    dst: &Path,
+    link: bool,
+    given: &str,
+    ctx: &ToolContext,
+) -> Result<(), ToolError> {
     if let Some(parent) = dst.parent() {
-        fs::create_dir_all(parent)?;
+        cfg.roots.create_dir_all(parent, given)?;
     }
-    if link || fs::symlink_metadata(dst).is_ok_and(|m| m.file_type().is_symlink()) {
-        let _ = fs::remove_file(dst);
+    let (dir, name) = cfg.roots.parent_dir(dst, given)?;
+    if link || dir.entry_kind(name.as_os_str()).ok() == Some(libc::S_IFLNK) {
+        let _ = dir.unlink(name.as_os_str());
     }
     if link {
-        return std::os::unix::fs::symlink(fs::read_link(src)?, dst);
+        // A link's text is copied as text: nothing is read through it.
+        let text = fs::read_link(src).map_err(io_err(given))?;
+        return dir.symlink(&text, name.as_os_str()).map_err(io_err(given));
     }
-    fs::copy(src, dst)?;
-    copy_times(src, dst)
+    let source = cfg.open_resolved(src)?;
+    copy_one(cfg, &source, dst, true, given, &stopper(ctx)).map(drop)
 }

@@ -2,20 +2,21 @@
 //! any of them, refusing the whole archive when a member or link would land outside the target.
 
 use std::{
-    fs::{self, File},
     io::{BufReader, BufWriter, Read, Write},
     path::{Path, PathBuf},
     sync::Arc,
 };
 
-use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, blocking};
+use maljan_server::{
+    ErrorCode, Registry, ToolContext, ToolError, ToolMeta, Write as Create, blocking,
+};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::{
     Config,
     archive::{ArchiveOut, NamesOut},
-    paths::{io_err, join_inside, show},
+    paths::{CANCEL_CHECK_BYTES, Opened, cancelled, io_err, join_inside, show},
 };
 
 fn default_gz() -> Option<String> {
@@ -53,7 +54,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
         )
         .destructive()
         .timeout_s(3600),
-        move |_ctx, a: CreateTarArgs| {
+        move |ctx: ToolContext, a: CreateTarArgs| {
             let c = c.clone();
             async move {
                 let kind = a.compression.as_deref().unwrap_or("").to_ascii_lowercase();
@@ -71,21 +72,25 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 }
                 blocking(move || {
                     if let Some(parent) = target.parent() {
-                        fs::create_dir_all(parent).map_err(io_err(&a.target))?;
+                        c.roots.create_dir_all(parent, &a.target)?;
                     }
-                    let out = BufWriter::new(File::create(&target).map_err(io_err(&a.target))?);
+                    let out = BufWriter::new(c.roots.create_file(
+                        &target,
+                        &a.target,
+                        Create::Truncate,
+                    )?);
                     let members = match kind.as_str() {
                         "gz" => {
                             let enc =
                                 flate2::write::GzEncoder::new(out, flate2::Compression::default());
-                            let (n, enc) = write_tar(enc, &src, &a.source)?;
+                            let (n, enc) = write_tar(&c, enc, &src, &a.source, &ctx)?;
                             enc.finish().map_err(io_err(&a.target))?;
                             n
                         }
                         "bz2" => {
                             let enc =
                                 bzip2::write::BzEncoder::new(out, bzip2::Compression::default());
-                            let (n, enc) = write_tar(enc, &src, &a.source)?;
+                            let (n, enc) = write_tar(&c, enc, &src, &a.source, &ctx)?;
                             enc.finish().map_err(io_err(&a.target))?;
                             n
                         }
@@ -95,12 +100,12 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                                 lzma_rust2::XzOptions::with_preset(6),
                             )
                             .map_err(io_err(&a.target))?;
-                            let (n, enc) = write_tar(enc, &src, &a.source)?;
+                            let (n, enc) = write_tar(&c, enc, &src, &a.source, &ctx)?;
                             enc.finish().map_err(io_err(&a.target))?;
                             n
                         }
                         _ => {
-                            let (n, mut w) = write_tar(out, &src, &a.source)?;
+                            let (n, mut w) = write_tar(&c, out, &src, &a.source, &ctx)?;
                             w.flush().map_err(io_err(&a.target))?;
                             n
                         }
@@ -129,31 +134,22 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 let src = c.existing_file(&a.source)?;
                 let dest = c.target(&a.target_dir)?;
                 blocking(move || {
-                    fs::create_dir_all(&dest).map_err(io_err(&a.target_dir))?;
-                    let dest = fs::canonicalize(&dest).map_err(io_err(&a.target_dir))?;
+                    c.roots.create_dir_all(&dest, &a.target_dir)?;
                     // First pass: refuse the whole archive before writing anything.
-                    let mut tar = open_tar(&src, &a.source)?;
+                    let mut tar = open_tar(&src)?;
                     for entry in tar.entries().map_err(tar_err(&a.source))? {
                         let entry = entry.map_err(tar_err(&a.source))?;
                         check_tar_member(&entry, &dest)?;
                     }
-                    let mut tar = open_tar(&src, &a.source)?;
-                    tar.set_preserve_permissions(false);
-                    tar.set_unpack_xattrs(false);
+                    let mut tar = open_tar(&src)?;
                     let mut names = Vec::new();
                     for entry in tar.entries().map_err(tar_err(&a.source))? {
                         if ctx.is_cancelled() {
-                            return Err(ToolError::tool_failed("the call was cancelled"));
+                            return Err(cancelled());
                         }
                         let mut entry = entry.map_err(tar_err(&a.source))?;
-                        use tar::EntryType::*;
-                        if !matches!(entry.header().entry_type(), Regular | Directory | Symlink | Link | Continuous) {
-                            // Devices, fifos and the like are skipped, as Python's "data" filter does.
-                            continue;
-                        }
                         let name = entry.path().map_err(tar_err(&a.source))?.to_string_lossy().into_owned();
-                        let written = entry.unpack_in(&dest).map_err(tar_err(&a.source))?;
-                        if written {
+                        if unpack(&c, &mut entry, &dest, &name, &ctx)? {
                             names.push(name);
                         }
                     }
@@ -165,23 +161,57 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
     );
 }
 
-fn write_tar<W: Write>(w: W, src: &Path, given: &str) -> Result<(usize, W), ToolError> {
+/// Archives `src` (a file, or a directory and everything below it) without following links: a
+/// link is stored as a link, and every file is read from the handle opened under the roots.
+fn write_tar<W: Write>(
+    c: &Config,
+    w: W,
+    src: &Path,
+    given: &str,
+    ctx: &ToolContext,
+) -> Result<(usize, W), ToolError> {
     let mut b = tar::Builder::new(w);
-    b.follow_symlinks(false);
     let name = src
         .file_name()
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("."));
-    let mut members = 1;
-    if src.is_dir() {
-        members += walkdir::WalkDir::new(src)
-            .follow_links(false)
-            .min_depth(1)
-            .into_iter()
-            .count();
-        b.append_dir_all(&name, src).map_err(io_err(given))?;
-    } else {
-        b.append_path_with_name(src, &name).map_err(io_err(given))?;
+    let mut members = 0;
+    for entry in walkdir::WalkDir::new(src)
+        .follow_links(false)
+        .sort_by_file_name()
+    {
+        if ctx.is_cancelled() {
+            return Err(cancelled());
+        }
+        let Ok(entry) = entry else { continue };
+        let Ok(rel) = entry.path().strip_prefix(src) else {
+            continue;
+        };
+        let member = name.join(rel);
+        let ft = entry.file_type();
+        let mut header = tar::Header::new_gnu();
+        if ft.is_file() {
+            let opened = c.open_resolved(entry.path())?;
+            let meta = opened.file.metadata().map_err(io_err(given))?;
+            header.set_metadata_in_mode(&meta, tar::HeaderMode::Complete);
+            b.append_data(&mut header, &member, &opened.file)
+                .map_err(io_err(given))?;
+        } else if ft.is_dir() || ft.is_symlink() {
+            let meta = entry.metadata().map_err(|e| io_err(given)(e.into()))?;
+            header.set_metadata_in_mode(&meta, tar::HeaderMode::Complete);
+            if ft.is_symlink() {
+                let target = std::fs::read_link(entry.path()).map_err(io_err(given))?;
+                b.append_link(&mut header, &member, &target)
+                    .map_err(io_err(given))?;
+            } else {
+                b.append_data(&mut header, &member, std::io::empty())
+                    .map_err(io_err(given))?;
+            }
+        } else {
+            // Devices, FIFOs and sockets are not archived (reading one may never end).
+            continue;
+        }
+        members += 1;
     }
     let w = b.into_inner().map_err(io_err(given))?;
     Ok((members, w))
@@ -198,11 +228,16 @@ fn tar_err(given: &str) -> impl Fn(std::io::Error) -> ToolError + '_ {
     }
 }
 
-fn open_tar(path: &Path, given: &str) -> Result<tar::Archive<Box<dyn Read>>, ToolError> {
-    let mut f = File::open(path).map_err(io_err(given))?;
+/// A tar archive read from the start of the handle that was opened under the roots (each call
+/// reads it again from its first byte).
+fn open_tar(opened: &Opened) -> Result<tar::Archive<Box<dyn Read>>, ToolError> {
+    use std::io::Seek;
+    let given = opened.given.as_str();
+    let mut f = opened.file.try_clone().map_err(io_err(given))?;
+    f.rewind().map_err(io_err(given))?;
     let mut magic = [0u8; 6];
     let n = f.read(&mut magic).map_err(io_err(given))?;
-    let f = File::open(path).map_err(io_err(given))?;
+    f.rewind().map_err(io_err(given))?;
     let r = BufReader::new(f);
     let reader: Box<dyn Read> = match &magic[..n] {
         [0x1f, 0x8b, ..] => Box::new(flate2::read::MultiGzDecoder::new(r)),
@@ -211,6 +246,109 @@ fn open_tar(path: &Path, given: &str) -> Result<tar::Archive<Box<dyn Read>>, Too
         _ => Box::new(r),
     };
     Ok(tar::Archive::new(reader))
+}
+
+/// Writes one (already checked) member under `dest`, every directory, file and link made from
+/// its root's handle: a member that would go through a symlink (one the archive made, or one
+/// already there) is refused, never followed. Devices, FIFOs and the like are skipped, as
+/// Python's "data" filter does. True when something was written.
+fn unpack<R: Read>(
+    c: &Config,
+    entry: &mut tar::Entry<'_, R>,
+    dest: &Path,
+    name: &str,
+    ctx: &ToolContext,
+) -> Result<bool, ToolError> {
+    use tar::EntryType::*;
+    let kind = entry.header().entry_type();
+    if !matches!(kind, Regular | Directory | Symlink | Link | Continuous) {
+        return Ok(false);
+    }
+    let Some(out) = join_inside(dest, name) else {
+        // `.` or `./`: the target directory itself.
+        return Ok(false);
+    };
+    let through_link = |e: ToolError| {
+        if e.code == ErrorCode::PathOutsideRoots {
+            ToolError::bad_argument(format!(
+                "tar member {name} would be written through a symlink; refused"
+            ))
+        } else {
+            e
+        }
+    };
+    if kind == Directory {
+        c.roots.create_dir_all(&out, name).map_err(through_link)?;
+        return Ok(true);
+    }
+    if let Some(parent) = out.parent() {
+        c.roots.create_dir_all(parent, name).map_err(through_link)?;
+    }
+    let (dir, file_name) = c.roots.parent_dir(&out, name).map_err(through_link)?;
+    let file_name = file_name.as_os_str();
+    // What is at the name already is replaced, never written through (unless a directory).
+    if dir.entry_kind(file_name).is_ok_and(|k| k != libc::S_IFDIR) {
+        dir.unlink(file_name).map_err(io_err(name))?;
+    }
+    let link = || {
+        entry
+            .link_name()
+            .ok()
+            .flatten()
+            .map(|l| l.into_owned())
+            .unwrap_or_default()
+    };
+    match kind {
+        Symlink => {
+            dir.symlink(&link(), file_name).map_err(io_err(name))?;
+        }
+        Link => {
+            let source = join_inside(dest, &link().to_string_lossy()).ok_or_else(|| {
+                ToolError::bad_argument(format!(
+                    "tar hardlink escapes the target directory: {name}"
+                ))
+            })?;
+            let (from_dir, from_name) = c.roots.parent_dir(&source, name).map_err(through_link)?;
+            from_dir
+                .hard_link(from_name.as_os_str(), &dir, file_name)
+                .map_err(io_err(name))?;
+        }
+        _ => {
+            let file = dir
+                .open_write(Path::new(file_name), Create::New { mode: 0o600 })
+                .map_err(io_err(name))?;
+            let mut into = &file;
+            let mut buf = vec![0u8; 1 << 20];
+            let mut since_check = 0u64;
+            loop {
+                let n = match entry.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(tar_err(name)(e)),
+                };
+                into.write_all(&buf[..n]).map_err(io_err(name))?;
+                since_check += n as u64;
+                if since_check >= CANCEL_CHECK_BYTES {
+                    since_check = 0;
+                    if ctx.is_cancelled() {
+                        return Err(cancelled());
+                    }
+                }
+            }
+            // The permission bits only (no setuid, setgid or sticky), as the tar crate
+            // applies them when it does not preserve ownership.
+            use std::os::unix::fs::PermissionsExt;
+            let mode = entry.header().mode().unwrap_or(0o644) & 0o777;
+            file.set_permissions(std::fs::Permissions::from_mode(mode))
+                .map_err(io_err(name))?;
+            if let Ok(mtime) = entry.header().mtime() {
+                let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(mtime);
+                let _ = file.set_times(std::fs::FileTimes::new().set_modified(when));
+            }
+        }
+    }
+    Ok(true)
 }
 
 fn check_tar_member<R: Read>(entry: &tar::Entry<'_, R>, dest: &Path) -> Result<(), ToolError> {

@@ -1,13 +1,13 @@
 //! Text and bytes: split, merge, re-encode, count lines, replace (automation-file's text_ops).
 
 use std::{
-    fs::{self, File},
+    fs::File,
     io::{Read, Write},
     path::{Path, PathBuf},
     sync::Arc,
 };
 
-use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, blocking};
+use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, Write as Create, blocking};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -15,7 +15,7 @@ use crate::data::non_negative;
 use crate::{
     Config,
     encoding::{codec, decode_text, encode_text, errors_mode},
-    paths::{FileInput, io_err, show, write_atomic},
+    paths::{FileInput, cancelled, copy_data, io_err, show},
 };
 
 fn default_utf8() -> String {
@@ -158,9 +158,9 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 let src = c.existing_file(&a.file_path)?;
                 let out_dir = match &a.output_dir {
                     Some(d) => c.target(d)?,
-                    None => src.parent().map(PathBuf::from).unwrap_or_default(),
+                    None => src.path.parent().map(PathBuf::from).unwrap_or_default(),
                 };
-                let size = fs::metadata(&src).map_err(io_err(&a.file_path))?.len();
+                let size = src.size()?;
                 if size.div_ceil(a.chunk_size as u64) > MAX_PARTS {
                     return Err(ToolError::bad_argument(format!(
                         "chunk_size {} would make more than {MAX_PARTS} parts",
@@ -168,19 +168,20 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                     )));
                 }
                 blocking(move || {
-                    fs::create_dir_all(&out_dir)
-                        .map_err(io_err(a.output_dir.as_deref().unwrap_or(".")))?;
+                    c.roots
+                        .create_dir_all(&out_dir, a.output_dir.as_deref().unwrap_or("."))?;
                     let name = src
+                        .path
                         .file_name()
                         .unwrap_or_default()
                         .to_string_lossy()
                         .into_owned();
-                    let mut reader = File::open(&src).map_err(io_err(&a.file_path))?;
+                    let mut reader = &src.file;
                     let mut parts = Vec::new();
                     let mut buf = vec![0u8; (a.chunk_size as usize).min(8 << 20)];
                     loop {
                         if ctx.is_cancelled() {
-                            return Err(ToolError::tool_failed("the call was cancelled"));
+                            return Err(cancelled());
                         }
                         let mut left = a.chunk_size as u64;
                         let part = out_dir.join(format!("{name}.part{:03}", parts.len()));
@@ -194,15 +195,20 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                                 break;
                             }
                             if writer.is_none() {
+                                let shown = show(&part);
                                 if part.is_symlink() {
-                                    fs::remove_file(&part).map_err(io_err(&show(&part)))?;
+                                    c.roots.remove_file(&part, &shown)?;
                                 }
-                                writer = Some(File::create(&part).map_err(io_err(&show(&part)))?);
+                                writer =
+                                    Some(c.roots.create_file(&part, &shown, Create::Truncate)?);
                             }
                             if let Some(w) = writer.as_mut() {
                                 w.write_all(&buf[..n]).map_err(io_err(&show(&part)))?;
                             }
                             left -= n as u64;
+                            if ctx.is_cancelled() {
+                                return Err(cancelled());
+                            }
                         }
                         if writer.is_none() {
                             break;
@@ -227,7 +233,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
         )
         .destructive()
         .timeout_s(1800),
-        move |_ctx, a: MergeArgs| {
+        move |ctx: ToolContext, a: MergeArgs| {
             let c = c.clone();
             async move {
                 if a.parts.is_empty() {
@@ -240,21 +246,13 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                     .collect::<Result<Vec<_>, _>>()?;
                 let target = c.target(&a.target_path)?;
                 blocking(move || {
-                    let dir = target.parent().map(PathBuf::from).unwrap_or_default();
-                    let tmp = dir.join(format!(".merge.{}.tmp", uuid::Uuid::new_v4().simple()));
-                    let result = (|| {
-                        let mut out = File::create(&tmp)?;
-                        let mut total = 0;
+                    let mut total = 0;
+                    c.roots.write_atomic_with(&target, &a.target_path, |out| {
                         for p in &parts {
-                            total += std::io::copy(&mut File::open(p)?, &mut out)?;
+                            total +=
+                                copy_data(&p.file, out, &a.target_path, &|| ctx.is_cancelled())?;
                         }
-                        out.sync_data()?;
-                        fs::rename(&tmp, &target)?;
-                        Ok(total)
-                    })();
-                    let total = result.map_err(|e: std::io::Error| {
-                        let _ = fs::remove_file(&tmp);
-                        ToolError::io(&a.target_path, e)
+                        Ok(())
                     })?;
                     Ok(WrittenOut {
                         path: show(&target),
@@ -283,10 +281,10 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 let src = c.existing_file(&a.file_path)?;
                 let target = c.target(&a.target_path)?;
                 blocking(move || {
-                    let raw = fs::read(&src).map_err(io_err(&a.file_path))?;
+                    let raw = src.bytes()?;
                     let text = decode_text(&raw, &a.source_encoding, &a.errors)?;
                     let bytes = encode_text(&text, &a.target_encoding, &a.errors)?;
-                    write_atomic(&target, &a.target_path, &bytes)?;
+                    c.write_atomic(&target, &a.target_path, &bytes)?;
                     Ok(WrittenOut {
                         path: show(&target),
                         bytes: bytes.len() as u64,
@@ -304,16 +302,16 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             "Count the lines of a text file (a final newline adds no line).",
         )
         .timeout_s(300),
-        move |_ctx, a: LineCountArgs| {
+        move |ctx: ToolContext, a: LineCountArgs| {
             let c = c.clone();
             async move {
                 codec(&a.encoding)?;
                 match c.small_file(&a.file_path)? {
                     FileInput::Read { path, bytes } => count_lines(&path, &bytes, &a.encoding),
-                    FileInput::Later { path } => {
+                    FileInput::Later(opened) => {
                         blocking(move || {
-                            let raw = fs::read(&path).map_err(io_err(&a.file_path))?;
-                            count_lines(&path, &raw, &a.encoding)
+                            let raw = opened.bytes_until(&|| ctx.is_cancelled())?;
+                            count_lines(&opened.path, &raw, &a.encoding)
                         })
                         .await
                     }
@@ -349,7 +347,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 };
                 let src = c.existing_file(&a.file_path)?;
                 blocking(move || {
-                    let raw = fs::read(&src).map_err(io_err(&a.file_path))?;
+                    let raw = src.bytes()?;
                     let text = decode_text(&raw, &a.encoding, "strict")?;
                     let limit = a.count as usize;
                     let (new, hits) = match &re {
@@ -367,10 +365,10 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                     };
                     if hits > 0 {
                         let bytes = encode_text(&new, &a.encoding, "strict")?;
-                        write_atomic(&src, &a.file_path, &bytes)?;
+                        c.write_atomic(&src.path, &a.file_path, &bytes)?;
                     }
                     Ok(SedOut {
-                        path: show(&src),
+                        path: show(&src.path),
                         replacements: hits as u64,
                     })
                 })

@@ -1,16 +1,18 @@
 //! Whole directories and new files: copy, move, rename, remove, create_file.
 
-use std::{fs, path::Path, sync::Arc};
+use std::{fs, io::Write as _, path::Path, sync::Arc};
 
-use maljan_server::{Registry, ToolContext, ToolError, ToolMeta, blocking};
+use maljan_server::{
+    ErrorCode, Registry, Renamed, ToolContext, ToolError, ToolMeta, Write, blocking,
+};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::{
     Config,
     encoding::encode_text,
-    local::{copy_one, copy_times},
-    paths::{io_err, show, walk_files},
+    local::copy_one,
+    paths::{cancelled, io_err, show, walk_files},
 };
 
 fn default_true() -> bool {
@@ -196,7 +198,15 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                             continue;
                         }
                         let target = into.join(f.abs.file_name().unwrap_or_default());
-                        copy_one(&f.abs, &target, a.copy_metadata, &f.rel, &a.target_path)?;
+                        let source = c.open_resolved(&f.abs)?;
+                        copy_one(
+                            &c,
+                            &source,
+                            &target,
+                            a.copy_metadata,
+                            &a.target_path,
+                            &stopper(&ctx),
+                        )?;
                         copied.push(show(&target));
                     }
                     Ok(PathsOut {
@@ -229,14 +239,18 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                             a.file_path
                         )));
                     }
-                    fs::write(&path, &bytes).map_err(|e| match e.kind() {
-                        std::io::ErrorKind::NotFound => ToolError::no_such_file(format!(
-                            "the file's directory does not exist: {}",
-                            a.file_path
-                        ))
-                        .with_remediation("create the directory first with FA_create_dir"),
-                        _ => ToolError::io(&a.file_path, e),
-                    })?;
+                    let mut file = c
+                        .roots
+                        .create_file(&path, &a.file_path, Write::Truncate)
+                        .map_err(|e| match e.code {
+                            ErrorCode::NoSuchFile => ToolError::no_such_file(format!(
+                                "the file's directory does not exist: {}",
+                                a.file_path
+                            ))
+                            .with_remediation("create the directory first with FA_create_dir"),
+                            _ => e,
+                        })?;
+                    file.write_all(&bytes).map_err(io_err(&a.file_path))?;
                     Ok(WrittenOut {
                         path: show(&path),
                         bytes: bytes.len() as u64,
@@ -257,14 +271,15 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             async move {
                 let dir = c.entry(&a.dir_path)?;
                 blocking(move || {
-                    let meta = fs::symlink_metadata(&dir).map_err(io_err(&a.dir_path))?;
-                    if !meta.is_dir() {
+                    let (parent, name) = c.roots.parent_dir(&dir, &a.dir_path)?;
+                    let kind = parent.entry_kind(name.as_os_str()).map_err(io_err(&a.dir_path))?;
+                    if kind != libc::S_IFDIR {
                         return Err(ToolError::bad_argument(format!(
                             "{} is not a directory (a symlink is never followed); FA_remove_file removes files and links",
                             a.dir_path
                         )));
                     }
-                    fs::remove_dir_all(&dir).map_err(io_err(&a.dir_path))?;
+                    parent.remove_tree(name.as_os_str()).map_err(io_err(&a.dir_path))?;
                     Ok(PathsOut { paths: vec![show(&dir)], count: 1 })
                 })
                 .await
@@ -342,7 +357,9 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                     for (index, f) in chosen.enumerate() {
                         let suffix = f.abs.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();
                         let new = f.abs.with_file_name(format!("{}_{index}{suffix}", a.target_name));
-                        fs::rename(&f.abs, &new).map_err(io_err(&f.rel))?;
+                        if c.roots.rename(&f.abs, &new, &f.rel)? != Renamed::Done {
+                            return Err(ToolError::tool_failed(format!("{} could not be renamed in place", f.rel)));
+                        }
                         renamed.push(show(&new));
                     }
                     Ok(PathsOut { count: renamed.len(), paths: renamed })
@@ -354,7 +371,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
 }
 
 /// Copies a tree, recreating symlinks as links (never copying what they point to, which may
-/// lie outside the roots). Returns the files written.
+/// lie outside the roots). Returns the files written. Every directory, link and file is made
+/// from its root's handle, so a link already in the destination is never written through.
 fn copy_tree(
     cfg: &Config,
     src: &Path,
@@ -362,7 +380,7 @@ fn copy_tree(
     given: &str,
     ctx: &ToolContext,
 ) -> Result<Vec<String>, ToolError> {
-    fs::create_dir_all(dst).map_err(io_err(given))?;
+    cfg.roots.create_dir_all(dst, given)?;
     let mut copied = Vec::new();
     for entry in walkdir::WalkDir::new(src)
         .follow_links(false)
@@ -370,31 +388,32 @@ fn copy_tree(
         .sort_by_file_name()
     {
         if ctx.is_cancelled() {
-            return Err(ToolError::tool_failed("the call was cancelled"));
+            return Err(cancelled());
         }
         let Ok(entry) = entry else { continue };
         let Ok(rel) = entry.path().strip_prefix(src) else {
             continue;
         };
-        // The destination may already hold symlinks; every path written is resolved again so
-        // none of them can carry the copy outside the roots.
         let target = dst.join(rel);
-        cfg.target(&show(&target))?;
         let ft = entry.file_type();
         if ft.is_dir() {
-            fs::create_dir_all(&target).map_err(io_err(given))?;
+            cfg.roots.create_dir_all(&target, given)?;
         } else if ft.is_symlink() {
+            // A link's text is copied as text: nothing is read through it.
             let link = fs::read_link(entry.path()).map_err(io_err(given))?;
-            let _ = fs::remove_file(&target);
-            std::os::unix::fs::symlink(link, &target).map_err(io_err(given))?;
+            let (dir, name) = cfg.roots.parent_dir(&target, given)?;
+            let _ = dir.unlink(name.as_os_str());
+            dir.symlink(&link, name.as_os_str())
+                .map_err(io_err(given))?;
             copied.push(show(&target));
         } else if ft.is_file() {
-            if target.is_symlink() {
+            let (dir, name) = cfg.roots.parent_dir(&target, given)?;
+            if dir.entry_kind(name.as_os_str()).ok() == Some(libc::S_IFLNK) {
                 // Never write through a link that already sits in the destination.
-                fs::remove_file(&target).map_err(io_err(given))?;
+                dir.unlink(name.as_os_str()).map_err(io_err(given))?;
             }
-            fs::copy(entry.path(), &target).map_err(io_err(given))?;
-            copy_times(entry.path(), &target).map_err(io_err(given))?;
+            let source = cfg.open_resolved(entry.path())?;
+            copy_one(cfg, &source, &target, true, given, &stopper(ctx))?;
             copied.push(show(&target));
         }
     }
@@ -409,18 +428,16 @@ fn move_path(
     given: &str,
     ctx: &ToolContext,
 ) -> Result<(), ToolError> {
-    match fs::rename(src, dst) {
-        Ok(()) => Ok(()),
-        Err(e) if e.raw_os_error() == Some(18) => {
-            // EXDEV: across filesystems.
-            if src.is_dir() {
-                copy_tree(cfg, src, dst, given, ctx)?;
-                fs::remove_dir_all(src).map_err(io_err(given))
-            } else {
-                fs::copy(src, dst).map_err(io_err(given))?;
-                fs::remove_file(src).map_err(io_err(given))
-            }
-        }
-        Err(e) => Err(ToolError::io(given, e)),
+    if cfg.roots.rename(src, dst, given)? == Renamed::Done {
+        return Ok(());
+    }
+    let (parent, name) = cfg.roots.parent_dir(src, given)?;
+    if parent.entry_kind(name.as_os_str()).map_err(io_err(given))? == libc::S_IFDIR {
+        copy_tree(cfg, src, dst, given, ctx)?;
+        parent.remove_tree(name.as_os_str()).map_err(io_err(given))
+    } else {
+        let source = cfg.open_resolved(src)?;
+        copy_one(cfg, &source, dst, true, given, &stopper(ctx))?;
+        parent.unlink(name.as_os_str()).map_err(io_err(given))
     }
 }

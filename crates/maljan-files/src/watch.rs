@@ -104,8 +104,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                     return Err(ToolError::bad_argument("interval must be between 0.1 seconds and a year"));
                 }
                 let root = c.existing_dir(local(&a.target))?;
-                let baseline = c.existing_file(local(&a.baseline))?;
-                let base = load_baseline(&baseline, &a.baseline)?;
+                let baseline = c.existing(local(&a.baseline))?;
+                let base = load_baseline(&c.roots, &baseline, &a.baseline)?;
                 let mut watches = c.watches.lock().unwrap_or_else(|p| p.into_inner());
                 if watches.get(&a.name).is_some_and(|w| !w.task.is_finished()) {
                     return Err(ToolError::bad_argument(format!("an integrity monitor named '{}' is already running", a.name)));
@@ -121,7 +121,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                     last_error: None,
                     last_report: None,
                 }));
-                let task = tokio::spawn(watch_loop(root, baseline, Duration::from_secs_f64(a.interval), status.clone()));
+                let task = tokio::spawn(watch_loop(c.roots.clone(), root, baseline, Duration::from_secs_f64(a.interval), status.clone()));
                 let snapshot = status.lock().unwrap_or_else(|p| p.into_inner()).clone();
                 watches.insert(a.name, Watch { task, status });
                 Ok(snapshot)
@@ -197,14 +197,15 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
 }
 
 async fn watch_loop(
+    roots: maljan_server::Roots,
     root: PathBuf,
     baseline: PathBuf,
     interval: Duration,
     status: Arc<Mutex<WatchStatus>>,
 ) {
     loop {
-        let (r, b) = (root.clone(), baseline.clone());
-        let result = blocking(move || verify(&r, &b, false, &|| false)).await;
+        let (roots, r, b) = (roots.clone(), root.clone(), baseline.clone());
+        let result = blocking(move || verify(&roots, &r, &b, false, &|| false)).await;
         {
             let mut s = status.lock().unwrap_or_else(|p| p.into_inner());
             s.last_run = Some(iso(std::time::SystemTime::now()));

@@ -47,7 +47,7 @@ pub use http::{HttpOptions, router, router_with, serve_http, serve_http_with};
 pub use manifest::{Manifest, ManifestTool, Probe, Unavailable};
 pub use protocol::{McpHandler, tool_descriptors};
 pub use registry::{RegisteredTool, Registry, ToolMeta, parse_arguments};
-pub use roots::Roots;
+pub use roots::{Dir, Renamed, Roots, Write};
 pub use server::{CAPABILITIES_TOOL, CallOutcome, ToolServer};
 pub use staging::{StagingOptions, StagingStore};
 pub use stdio::{StdioOptions, serve_io, serve_stdio};

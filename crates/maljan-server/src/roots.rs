@@ -1,40 +1,57 @@
-//! Path confinement: every path argument, after resolving `..` and symlinks, must lie under a root.
+//! Path confinement, the one rule every tool that touches a path keeps.
+//!
+//! A path argument is resolved (`..` and symlinks, physically) and must then lie under a root;
+//! that gives the error words. The file is then opened, created, renamed or removed from the
+//! root's own directory handle (held open for the `Roots`' life), with the kernel told to refuse
+//! any symlink on the way and any step out of the root ([`beneath`]). The resolved path has no
+//! symlinks, so one met at open time means the tree changed between the check and the open (a
+//! swapped link, the classic race): that is refused, never followed. Every read and write then
+//! happens on the handle that was opened, never on the name again.
+
+mod beneath;
 
 use std::{
+    ffi::OsStr,
     fs::File,
     path::{Component, Path, PathBuf},
-    sync::atomic::{AtomicBool, Ordering},
+    sync::Arc,
 };
+
+pub use beneath::{Dir, Write};
 
 use crate::errors::ToolError;
 
-/// Set once `openat2` turns out to be unavailable (an old kernel, or a seccomp filter that
-/// refuses it): a fact about the kernel, the same for every `Roots` in the process.
-static NO_OPENAT2: AtomicBool = AtomicBool::new(false);
-
 /// The directories a server's tools may touch. Paths are resolved physically (symlinks followed),
-/// so a link inside a root that points outside it is refused.
+/// so a link inside a root that points outside it is refused. Cloning shares the handles.
 #[derive(Debug, Clone)]
 pub struct Roots {
-    roots: Vec<PathBuf>,
+    roots: Arc<[PathBuf]>,
+    /// One directory handle per root (O_PATH), in the order of `roots`.
+    handles: Arc<[Dir]>,
 }
 
 impl Roots {
-    /// Roots from directories; each must exist. They are stored canonical.
+    /// Roots from directories; each must exist. They are stored canonical, and each is opened
+    /// as a directory handle that every later open starts from.
     pub fn new<P: AsRef<Path>>(dirs: impl IntoIterator<Item = P>) -> std::io::Result<Self> {
         let mut roots = Vec::new();
+        let mut handles = Vec::new();
         for dir in dirs {
             let dir = dir.as_ref();
             let canonical = std::fs::canonicalize(dir).map_err(|e| {
                 std::io::Error::new(e.kind(), format!("root {}: {e}", dir.display()))
             })?;
-            if !canonical.is_dir() {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::NotADirectory,
-                    format!("root {} is not a directory", dir.display()),
-                ));
-            }
+            let handle = beneath::open_root(&canonical).map_err(|e| {
+                let kind = e.kind();
+                let what = if e.raw_os_error() == Some(libc::ENOTDIR) {
+                    "is not a directory".to_string()
+                } else {
+                    format!("cannot be opened: {e}")
+                };
+                std::io::Error::new(kind, format!("root {} {what}", dir.display()))
+            })?;
             roots.push(canonical);
+            handles.push(handle);
         }
         if roots.is_empty() {
             return Err(std::io::Error::new(
@@ -42,7 +59,10 @@ impl Roots {
                 "no root given",
             ));
         }
-        Ok(Self { roots })
+        Ok(Self {
+            roots: roots.into(),
+            handles: handles.into(),
+        })
     }
 
     pub fn dirs(&self) -> &[PathBuf] {
@@ -62,53 +82,6 @@ impl Roots {
             )));
         }
         Ok(resolved)
-    }
-
-    /// Opens an existing path in one system call when that alone proves it confined: the path
-    /// names a root's descendant lexically (no `..`), and the kernel is told to refuse any
-    /// symlink on the way (`openat2`, `RESOLVE_NO_SYMLINKS`), so the file it opens is the one
-    /// that name spells. Returns the path as [`Roots::existing`] would and the open file, or
-    /// `None` whenever that cannot be had, for any reason: then the caller resolves the path the
-    /// usual way, which also words the errors. `flags` are `open(2)` flags; `O_CLOEXEC` is added.
-    pub fn open_plainly_inside(&self, path: &str, flags: libc::c_int) -> Option<(PathBuf, File)> {
-        use std::os::unix::{ffi::OsStrExt, io::FromRawFd};
-        if NO_OPENAT2.load(Ordering::Relaxed) {
-            return None;
-        }
-        let absolute = self.absolute(path).ok()?;
-        let plain = absolute
-            .components()
-            .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
-        if !plain || !self.contains(&absolute) {
-            return None;
-        }
-        // The kernel gets the name as given, so a trailing `/` on a file still fails as it
-        // would for realpath; the caller gets it tidied (`//` and a trailing `/` dropped).
-        let name = std::ffi::CString::new(absolute.as_os_str().as_bytes()).ok()?;
-        // SAFETY: open_how is plain integers, for which zero is a valid value.
-        let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-        how.flags = (flags | libc::O_CLOEXEC) as u64;
-        how.resolve = libc::RESOLVE_NO_SYMLINKS;
-        // SAFETY: `name` is NUL-terminated and `how` is a live open_how of the size passed.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_openat2,
-                libc::AT_FDCWD,
-                name.as_ptr(),
-                &how as *const libc::open_how,
-                std::mem::size_of::<libc::open_how>(),
-            )
-        };
-        if fd < 0 {
-            let errno = std::io::Error::last_os_error().raw_os_error();
-            if matches!(errno, Some(libc::ENOSYS | libc::EPERM)) {
-                NO_OPENAT2.store(true, Ordering::Relaxed);
-            }
-            return None;
-        }
-        // SAFETY: the kernel has just returned this descriptor; nothing else owns it.
-        let file = unsafe { File::from_raw_fd(fd as libc::c_int) };
-        Some((absolute.components().collect(), file))
     }
 
     /// Resolves a path that may not exist yet (a target to create). The deepest existing ancestor is
@@ -151,6 +124,215 @@ impl Roots {
     pub fn contains(&self, resolved: &Path) -> bool {
         self.roots.iter().any(|root| resolved.starts_with(root))
     }
+
+    /// The handle of the (deepest) root `resolved` lies under, and the path below it: plain
+    /// names only, as a resolved path is.
+    fn locate<'a>(&self, resolved: &'a Path, shown: &str) -> Result<(&Dir, &'a Path), ToolError> {
+        let found = self
+            .roots
+            .iter()
+            .zip(self.handles.iter())
+            .filter(|(root, _)| resolved.starts_with(root))
+            .max_by_key(|(root, _)| root.as_os_str().len());
+        let outside = || {
+            ToolError::path_outside_roots(format!(
+                "path '{shown}' is outside the server's allowed roots"
+            ))
+        };
+        let (root, handle) = found.ok_or_else(outside)?;
+        let rel = resolved.strip_prefix(root).map_err(|_| outside())?;
+        if !rel.components().all(|c| matches!(c, Component::Normal(_))) {
+            return Err(outside());
+        }
+        Ok((handle, rel))
+    }
+
+    /// Opens a resolved path for reading, from its root's handle: a regular file only.
+    pub fn open_file(&self, resolved: &Path, shown: &str) -> Result<File, ToolError> {
+        let (root, rel) = self.locate(resolved, shown)?;
+        let file = root.open_read(rel).map_err(|e| io_error(shown, e))?;
+        regular_file(file, shown)
+    }
+
+    /// Resolves an existing path and opens it for reading: the path (for the answer) and the
+    /// open regular file, which is the one every later read uses.
+    pub fn read_existing(&self, path: &str) -> Result<(PathBuf, File), ToolError> {
+        let resolved = self.existing(path)?;
+        let file = self.open_file(&resolved, path)?;
+        Ok((resolved, file))
+    }
+
+    /// Opens (creating it when missing) a resolved path for writing, from its root's handle:
+    /// a regular file only. The directory it goes in must exist.
+    pub fn create_file(&self, resolved: &Path, shown: &str, how: Write) -> Result<File, ToolError> {
+        let (root, rel) = self.locate(resolved, shown)?;
+        let file = root.open_write(rel, how).map_err(|e| io_error(shown, e))?;
+        regular_file(file, shown)
+    }
+
+    /// A handle on a resolved directory (for opening names below it).
+    pub fn open_dir(&self, resolved: &Path, shown: &str) -> Result<Dir, ToolError> {
+        let (root, rel) = self.locate(resolved, shown)?;
+        root.open_dir(rel).map_err(|e| io_error(shown, e))
+    }
+
+    /// The handle of the directory holding a resolved path, and the path's last name: for
+    /// acting on the entry itself (unlink, rename, mkdir). A root itself has no such parent.
+    pub fn parent_dir(&self, resolved: &Path, shown: &str) -> Result<(Dir, PathBuf), ToolError> {
+        let (root, rel) = self.locate(resolved, shown)?;
+        if rel.as_os_str().is_empty() {
+            return Err(ToolError::bad_argument(format!(
+                "{shown} is one of the server's roots; it cannot be removed, moved or replaced"
+            )));
+        }
+        let (dir, name) = root.parent_of(rel).map_err(|e| io_error(shown, e))?;
+        Ok((dir, PathBuf::from(name)))
+    }
+
+    /// Creates a resolved directory and every missing one above it (mode 0o777 before the
+    /// umask, as `mkdir -p`), each from the handle of the one above.
+    pub fn create_dir_all(&self, resolved: &Path, shown: &str) -> Result<Dir, ToolError> {
+        self.create_dir_all_mode(resolved, shown, 0o777)
+    }
+
+    /// [`Roots::create_dir_all`] with the directories it makes given `mode` (before the umask):
+    /// 0o700 for directories only the server's user may read.
+    pub fn create_dir_all_mode(
+        &self,
+        resolved: &Path,
+        shown: &str,
+        mode: u32,
+    ) -> Result<Dir, ToolError> {
+        let (root, rel) = self.locate(resolved, shown)?;
+        root.create_dir_all(rel, mode)
+            .map_err(|e| io_error(shown, e))
+    }
+
+    /// Removes a resolved file or symlink (the link itself), by name in its directory.
+    pub fn remove_file(&self, resolved: &Path, shown: &str) -> Result<(), ToolError> {
+        let (dir, name) = self.parent_dir(resolved, shown)?;
+        dir.unlink(name.as_os_str()).map_err(|e| io_error(shown, e))
+    }
+
+    /// Removes a resolved directory and everything below it, never following a link.
+    pub fn remove_tree(&self, resolved: &Path, shown: &str) -> Result<(), ToolError> {
+        let (dir, name) = self.parent_dir(resolved, shown)?;
+        dir.remove_tree(name.as_os_str())
+            .map_err(|e| io_error(shown, e))
+    }
+
+    /// Renames one resolved entry to another (replacing a file there), each by name in the
+    /// handle of its directory. Across filesystems nothing is done, and the caller is told so
+    /// (to copy instead).
+    pub fn rename(&self, from: &Path, to: &Path, shown: &str) -> Result<Renamed, ToolError> {
+        let (from_dir, from_name) = self.parent_dir(from, shown)?;
+        let (to_dir, to_name) = self.parent_dir(to, shown)?;
+        match from_dir.rename(from_name.as_os_str(), &to_dir, to_name.as_os_str()) {
+            Ok(()) => Ok(Renamed::Done),
+            Err(e) if e.raw_os_error() == Some(libc::EXDEV) => Ok(Renamed::OtherFilesystem),
+            Err(e) => Err(io_error(shown, e)),
+        }
+    }
+
+    /// Writes a file through a sibling temporary file (`O_EXCL`, in the target's directory
+    /// handle) renamed over it, so a reader never sees half of it, a failure leaves the old
+    /// content, and a link swapped in at the target's name is replaced, never written through.
+    pub fn write_atomic(&self, resolved: &Path, shown: &str, data: &[u8]) -> Result<(), ToolError> {
+        self.write_atomic_with(resolved, shown, |f| {
+            std::io::Write::write_all(f, data).map_err(|e| io_error(shown, e))
+        })
+    }
+
+    /// [`Roots::write_atomic`] with the content written by `fill` into the temporary file.
+    pub fn write_atomic_with(
+        &self,
+        resolved: &Path,
+        shown: &str,
+        fill: impl FnOnce(&mut File) -> Result<(), ToolError>,
+    ) -> Result<(), ToolError> {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, name) = self.parent_dir(resolved, shown)?;
+        let tmp = OsStr::new(&format!(
+            ".{}.{}.tmp",
+            name.display(),
+            uuid::Uuid::new_v4().simple()
+        ))
+        .to_os_string();
+        let result = (|| {
+            let mut f = dir
+                .open_write(Path::new(&tmp), Write::New { mode: 0o666 })
+                .map_err(|e| io_error(shown, e))?;
+            fill(&mut f)?;
+            let finish = || {
+                f.sync_data()?;
+                // The old file's mode carries over (read from the file, by handle).
+                if let Ok(old) = dir.open(Path::new(&name), libc::O_PATH, 0)
+                    && let Ok(meta) = old.metadata()
+                    && meta.is_file()
+                {
+                    f.set_permissions(std::fs::Permissions::from_mode(meta.permissions().mode()))?;
+                }
+                dir.rename(&tmp, &dir, name.as_os_str())
+            };
+            finish().map_err(|e| io_error(shown, e))
+        })();
+        if result.is_err() {
+            let _ = dir.unlink(&tmp);
+        }
+        result
+    }
+}
+
+/// What [`Roots::rename`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Renamed {
+    Done,
+    /// The two lie on different filesystems: nothing was renamed.
+    OtherFilesystem,
+}
+
+/// Maps an I/O error met opening or changing `shown` under a root. A symlink met at open time,
+/// or a step out of the root, means the tree changed after the path was resolved (resolved
+/// paths have none): that is a confinement refusal, not a failure to retry.
+pub fn io_error(shown: &str, e: std::io::Error) -> ToolError {
+    match e.raw_os_error() {
+        Some(libc::ELOOP | libc::EXDEV) => ToolError::path_outside_roots(format!(
+            "path '{shown}' changed while being opened (a symlink appeared on the way); refused, as it may lead outside the server's allowed roots"
+        )),
+        // What opening a FIFO without a reader for writing (O_NONBLOCK) gives, or a device
+        // without its driver: neither is a regular file.
+        Some(libc::ENXIO) => not_regular(shown),
+        _ => ToolError::io(shown, e),
+    }
+}
+
+fn not_regular(shown: &str) -> ToolError {
+    ToolError::bad_argument(format!(
+        "{shown} is not a regular file (FIFOs, devices, sockets are refused)"
+    ))
+}
+
+/// Keeps an open file only when it is a regular file, and makes it blocking again (it was
+/// opened `O_NONBLOCK`, so that a FIFO could not hold the open).
+fn regular_file(file: File, shown: &str) -> Result<File, ToolError> {
+    let meta = file.metadata().map_err(|e| io_error(shown, e))?;
+    if meta.is_dir() {
+        return Err(ToolError::bad_argument(format!(
+            "{shown} is a directory, not a file"
+        )));
+    }
+    if !meta.is_file() {
+        return Err(not_regular(shown));
+    }
+    use std::os::fd::AsRawFd;
+    // SAFETY: fcntl on a live descriptor; only the O_NONBLOCK status flag is changed.
+    unsafe {
+        let flags = libc::fcntl(file.as_raw_fd(), libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(file.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK);
+        }
+    }
+    Ok(file)
 }
 
 fn resolve_physically(absolute: &Path) -> std::io::Result<PathBuf> {
@@ -239,45 +421,73 @@ mod tests {
     }
 
     #[test]
-    fn opening_plainly_inside_agrees_with_resolving() {
+    fn a_link_swapped_in_after_resolving_is_refused_not_followed() {
         let dir = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("sub")).unwrap();
-        std::fs::write(dir.path().join("sub/a.txt"), b"x").unwrap();
-        std::fs::write(outside.path().join("b.txt"), b"y").unwrap();
-        std::os::unix::fs::symlink(outside.path(), dir.path().join("out")).unwrap();
-        std::os::unix::fs::symlink("sub", dir.path().join("in")).unwrap();
+        let secret = outside.path().join("secret");
+        std::fs::write(&secret, b"outside").unwrap();
+        std::fs::write(dir.path().join("f"), b"inside").unwrap();
         let roots = Roots::new([dir.path()]).unwrap();
-        let root = &roots.dirs()[0];
-        let open = |p: &str| roots.open_plainly_inside(p, libc::O_RDONLY).map(|(p, _)| p);
+        let read_target = roots.existing("f").unwrap();
+        let write_target = roots.resolve("new").unwrap();
+        let (f_dir, _) = roots.parent_dir(&read_target, "f").unwrap();
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut roots.open_file(&read_target, "f").unwrap(), &mut text)
+            .unwrap();
+        assert_eq!(text, "inside");
+        // The race: both names become links to the outside file after they were checked.
+        std::fs::remove_file(dir.path().join("f")).unwrap();
+        std::os::unix::fs::symlink(&secret, dir.path().join("f")).unwrap();
+        std::os::unix::fs::symlink(&secret, dir.path().join("new")).unwrap();
+        let refused = [
+            roots.open_file(&read_target, "f").map(drop),
+            roots
+                .create_file(&write_target, "new", Write::Append)
+                .map(drop),
+            roots
+                .create_file(&write_target, "new", Write::Truncate)
+                .map(drop),
+            roots
+                .create_dir_all(&write_target.join("sub"), "new/sub")
+                .map(drop),
+        ];
+        for r in refused {
+            let e = r.unwrap_err();
+            assert_eq!(e.code, ErrorCode::PathOutsideRoots, "{}", e.message);
+            assert!(
+                e.message.contains("changed while being opened"),
+                "{}",
+                e.message
+            );
+        }
+        // Atomic writes and removal act on the name: the link is replaced or removed.
+        roots
+            .write_atomic(&write_target, "new", b"written")
+            .unwrap();
+        roots.remove_file(&read_target, "f").unwrap();
+        assert_eq!(std::fs::read(&secret).unwrap(), b"outside");
+        assert_eq!(std::fs::read(dir.path().join("new")).unwrap(), b"written");
+        assert!(f_dir.names().unwrap().iter().all(|n| n != "f"));
+    }
 
-        // A plain name inside a root opens at once, with the same path realpath gives.
-        let plain = root.join("sub/a.txt");
-        for given in ["sub/a.txt", "sub//a.txt", &plain.to_string_lossy()] {
-            assert_eq!(open(given), Some(roots.existing(given).unwrap()), "{given}");
-        }
-        // Anything else is left to the resolving path: a symlink on the way (pointing out or
-        // not), `..`, a name outside the roots, a missing file, a file named as a directory.
-        let escaping = format!("{}/../{}", root.display(), "x");
-        for given in [
-            "out/b.txt",
-            "in/a.txt",
-            "sub/../sub/a.txt",
-            escaping.as_str(),
-            "/etc/passwd",
-            "sub/missing",
-            "sub/a.txt/",
+    #[test]
+    fn non_regular_files_are_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        let roots = Roots::new([dir.path()]).unwrap();
+        let resolved = roots.existing("fifo").unwrap();
+        for e in [
+            roots.open_file(&resolved, "fifo").unwrap_err(),
+            roots.read_existing("fifo").unwrap_err(),
         ] {
-            assert_eq!(open(given), None, "{given}");
+            assert_eq!(e.code, ErrorCode::BadArgument);
+            assert!(e.message.contains("not a regular file"), "{}", e.message);
         }
-        assert_eq!(
-            roots.existing("out/b.txt").unwrap_err().code,
-            ErrorCode::PathOutsideRoots
-        );
-        assert_eq!(
-            roots.existing("in/a.txt").unwrap(),
-            roots.existing("sub/a.txt").unwrap()
-        );
+        let e = roots.read_existing(".").unwrap_err();
+        assert!(e.message.contains("is a directory"), "{}", e.message);
     }
 
     #[test]

@@ -43,6 +43,15 @@ pub struct PolicyArgs {
     /// Let FA_download_file reach loopback addresses (for local tests only; off by default).
     #[arg(long, hide = true)]
     pub allow_loopback_downloads: bool,
+    /// The most bytes one FA_unzip_file / FA_unzip_all may write (files).
+    #[arg(long, default_value_t = 4 << 30, value_name = "BYTES")]
+    pub max_extracted_bytes: u64,
+    /// The most members one zip extraction may write (files).
+    #[arg(long, default_value_t = 100_000, value_name = "N")]
+    pub max_extracted_files: u64,
+    /// The most a zip may expand to, as a multiple of its own size (files).
+    #[arg(long, default_value_t = 200, value_name = "N")]
+    pub max_expansion_ratio: u64,
     /// Directory of YARA rules for yara_scan (analysis).
     #[arg(long, value_name = "DIR", env = "MALJAN_YARA_RULES")]
     pub rules_dir: Option<PathBuf>,
@@ -156,6 +165,11 @@ pub fn build_server(
         BuiltIn::Files => maljan_files::registry(maljan_files::FilesConfig {
             roots,
             allow_loopback_downloads: policy.allow_loopback_downloads,
+            extraction: maljan_files::ExtractionLimits {
+                max_bytes: policy.max_extracted_bytes,
+                max_files: policy.max_extracted_files,
+                max_ratio: policy.max_expansion_ratio,
+            },
         }),
         BuiltIn::Analysis => maljan_analysis::registry(maljan_analysis::AnalysisConfig {
             roots,
@@ -309,6 +323,9 @@ mod tests {
             allowed_actions: allowed.iter().map(|a| a.to_string()).collect(),
             read_only: false,
             allow_loopback_downloads: false,
+            max_extracted_bytes: 4 << 30,
+            max_extracted_files: 100_000,
+            max_expansion_ratio: 200,
             rules_dir: None,
         };
         build_server(BuiltIn::Files, &policy, None, None, None)

@@ -320,3 +320,169 @@ fn calls_still_running_when_stdin_closes_are_answered() {
     let checksum = &by_id(1)["result"]["structuredContent"];
     assert_eq!(checksum["size"], 8 << 20, "{checksum}");
 }
+
+/// Every entry below `dir` (links not followed): path, kind, size, mode and modification time.
+fn tree_state(dir: &std::path::Path) -> Vec<(String, u32, u64, std::time::SystemTime)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(current) = pending.pop() {
+        for entry in std::fs::read_dir(&current).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = path.symlink_metadata().unwrap();
+            if meta.is_dir() {
+                pending.push(path.clone());
+            }
+            out.push((
+                path.strip_prefix(dir).unwrap().display().to_string(),
+                meta.mode(),
+                meta.len(),
+                meta.modified().unwrap(),
+            ));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// Arguments for `tool` from its input schema: every property it has, each given a value that
+/// would make a writing tool write into `dir` (new paths, existing files, flags on).
+fn plausible_arguments(tool: &Value, dir: &str) -> Value {
+    let at = |name: &str| format!("{dir}/{name}");
+    let tool_name = tool["name"].as_str().unwrap();
+    let by_name = |name: &str| -> Option<Value> {
+        Some(match (tool_name, name) {
+            ("FA_grep", "pattern") => json!("a"),
+            ("FA_diff_dirs", "left" | "right") => json!(dir),
+            ("FA_json_get" | "FA_jsonl_iter", "path") => json!(at("data.json")),
+            (_, name) => match name {
+                "path" | "file_path" | "left" | "source" => json!(at("data.txt")),
+                "right" => json!(at("other.txt")),
+                "zip_file_path" => json!(at("archive.zip")),
+                "file_name" => json!("inner.txt"),
+                "baseline" => json!(at("baseline.json")),
+                "manifest_path" => json!(at("manifest.json")),
+                "csv_path" | "src" => json!(at("data.csv")),
+                "dir_path" | "root" | "target" | "directory" | "file_dir_path"
+                | "origin_dir_path" | "dir_we_want_to_zip" => json!(dir),
+                "target_path" | "target_dir" | "target_dir_path" | "dst" | "extract_path"
+                | "output_dir" | "parquet_path" | "zip_name" | "reference" => {
+                    json!(at("new-entry"))
+                }
+                "key_path" => json!("a"),
+                "pattern" => json!("*"),
+                "name" => json!("watch"),
+                "expected" => json!("00"),
+                "password" => json!("pw"),
+                "dry_run" => json!(false),
+                "action_list" => json!([["FA_create_dir", {"dir_path": at("made-by-action")}]]),
+                "record" | "value" => json!({"k": "v"}),
+                _ => return None,
+            },
+        })
+    };
+    let mut args = serde_json::Map::new();
+    let properties = tool["inputSchema"]["properties"].as_object().unwrap();
+    for (name, schema) in properties {
+        let kind = match &schema["type"] {
+            Value::String(t) => t.clone(),
+            Value::Array(ts) => ts
+                .iter()
+                .filter_map(Value::as_str)
+                .find(|t| *t != "null")
+                .unwrap_or("string")
+                .to_string(),
+            _ => "string".to_string(),
+        };
+        let value = by_name(name).unwrap_or_else(|| match kind.as_str() {
+            // Flags on: whatever a flag turns on (an index, a deep pass) must not write either.
+            "boolean" => json!(true),
+            _ if !schema["default"].is_null() => schema["default"].clone(),
+            "integer" | "number" => json!(1),
+            "array" => json!([at("data.txt")]),
+            "object" => json!({}),
+            _ => json!("x"),
+        });
+        args.insert(name.clone(), value);
+    }
+    Value::Object(args)
+}
+
+#[test]
+fn read_only_tools_change_nothing_whatever_they_are_given() {
+    let root = scratch_root();
+    let dir = root.path().canonicalize().unwrap();
+    let r = dir.to_str().unwrap();
+    std::fs::write(dir.join("data.txt"), "a\nb\n").unwrap();
+    std::fs::write(dir.join("other.txt"), "a\nc\n").unwrap();
+    std::fs::write(dir.join("data.csv"), "a,b\n1,2\n").unwrap();
+    std::fs::write(dir.join("data.json"), "{\"a\": 1}\n").unwrap();
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    std::fs::write(dir.join("sub/inner.txt"), "inner").unwrap();
+    // An archive, a baseline and a manifest for the tools that read them: made by the server
+    // itself, before --read-only, so they are what the tools expect.
+    let made = session(
+        &["--root", r],
+        &[
+            init(),
+            call(1, "FA_zip_file", json!({"file": [format!("{r}/sub/inner.txt")], "zip_file_path": format!("{r}/archive.zip")})),
+            call(2, "FA_integrity_baseline", json!({"target": format!("{r}/sub"), "baseline": format!("{r}/baseline.json")})),
+            call(3, "FA_write_manifest", json!({"root": format!("{r}/sub"), "manifest_path": format!("{r}/manifest.json")})),
+        ],
+    )
+    .0;
+    for answer in &made[1..] {
+        assert!(answer["result"]["isError"] != true, "{answer}");
+    }
+    let before = tree_state(&dir);
+
+    let (listed, _) = session(&["--root", r, "--read-only"], &[init(), list()]);
+    let tools = listed[1]["result"]["tools"].as_array().unwrap().clone();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    for writer in [
+        "FA_create_dir",
+        "FA_jsonl_append",
+        "FA_integrity_watch_start",
+        "FA_integrity_watch_stop",
+        "FA_execute_action",
+    ] {
+        assert!(
+            !names.contains(&writer),
+            "{writer} is listed under --read-only"
+        );
+    }
+    let mut calls = vec![init()];
+    for (i, tool) in tools.iter().enumerate() {
+        assert_eq!(tool["annotations"]["readOnlyHint"], true, "{tool}");
+        let args = plausible_arguments(tool, r);
+        calls.push(call(i as i64 + 1, tool["name"].as_str().unwrap(), args));
+    }
+    let (answers, _) = session(&["--root", r, "--read-only"], &calls);
+    assert_eq!(answers.len(), calls.len(), "every call is answered");
+    let succeeded = answers[1..]
+        .iter()
+        .filter(|a| a["result"].is_object() && a["result"]["isError"] != true)
+        .count();
+    // Most tools do their work with these arguments: the tree staying the same means something.
+    let failed: Vec<String> = answers[1..]
+        .iter()
+        .zip(&calls[1..])
+        .filter(|(a, _)| !(a["result"].is_object() && a["result"]["isError"] != true))
+        .map(|(a, c)| {
+            format!(
+                "{} -> {}",
+                c["params"]["name"], a["result"]["content"][0]["text"]
+            )
+        })
+        .collect();
+    assert!(
+        succeeded * 2 > tools.len(),
+        "{succeeded} of {}: {failed:#?}",
+        tools.len()
+    );
+    assert_eq!(
+        tree_state(&dir),
+        before,
+        "a read-only tool changed the tree"
+    );
+}

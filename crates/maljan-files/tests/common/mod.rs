@@ -20,11 +20,25 @@ impl Harness {
 
     /// `narrow` may remove tools (to mimic --read-only / --allowed-actions).
     pub fn with(narrow: impl FnOnce(&mut maljan_server::Registry), loopback: bool) -> Self {
+        Self::configured(narrow, loopback, Default::default())
+    }
+
+    /// A server whose zip extraction is bounded by `extraction`.
+    pub fn with_extraction(extraction: maljan_files::ExtractionLimits) -> Self {
+        Self::configured(|_| {}, false, extraction)
+    }
+
+    fn configured(
+        narrow: impl FnOnce(&mut maljan_server::Registry),
+        loopback: bool,
+        extraction: maljan_files::ExtractionLimits,
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let roots = Roots::new([dir.path()]).unwrap();
         let mut reg = registry(FilesConfig {
             roots,
             allow_loopback_downloads: loopback,
+            extraction,
         });
         narrow(&mut reg);
         let server = ToolServer::new("files-test", "0", reg);
