@@ -16,6 +16,8 @@ use serde_json::Value;
 pub struct Sample {
     pub path: PathBuf,
     map: Option<memmap2::Mmap>,
+    /// The descriptor that was opened and checked: what an external program is handed.
+    file: std::fs::File,
 }
 
 impl Sample {
@@ -25,6 +27,10 @@ impl Sample {
     /// The path that was read, as the answer's `read_path` names it.
     pub fn read_path(&self) -> String {
         self.path.display().to_string()
+    }
+    /// The open file itself, for a reader that must not open the path again by name.
+    pub fn file(&self) -> &std::fs::File {
+        &self.file
     }
     /// Maps a file already resolved under the roots. It is opened from its root's handle
     /// (never through a link swapped in since it was resolved), without waiting (a FIFO is
@@ -42,6 +48,7 @@ impl Sample {
         Ok(Self {
             path: path.to_path_buf(),
             map,
+            file,
         })
     }
 }

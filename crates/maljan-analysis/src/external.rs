@@ -50,7 +50,20 @@ fn verify_pin(name: &str, exe: &std::path::Path) -> Result<(), ToolError> {
 }
 
 /// Runs `exe args…` in its own process group; returns stdout.
-async fn run(name: &str, args: Vec<String>, timeout: Duration) -> Result<Vec<u8>, ToolError> {
+/// Where an external program finds the sample: the descriptor this server opened and checked
+/// under its roots, as the child's fd 3, never the path opened again by name (a link swapped in
+/// since would lead it outside the roots).
+const SAMPLE_FD_PATH: &str = "/dev/fd/3";
+
+/// Runs `name` with `args` (which name the sample as [`SAMPLE_FD_PATH`]), `sample` as its fd 3.
+async fn run(
+    name: &str,
+    args: Vec<String>,
+    sample: &std::fs::File,
+    timeout: Duration,
+) -> Result<Vec<u8>, ToolError> {
+    use std::os::fd::AsRawFd;
+    let sample_fd = sample.as_raw_fd();
     let exe = find_on_path(name).ok_or_else(|| {
         ToolError::missing_dependency(format!("{name} is not on PATH"))
             .with_remediation(remedy(name))
@@ -67,7 +80,8 @@ async fn run(name: &str, args: Vec<String>, timeout: Duration) -> Result<Vec<u8>
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .process_group(0);
-    // SAFETY: only async-signal-safe calls (setrlimit) between fork and exec.
+    // SAFETY: only async-signal-safe calls (setrlimit, dup2, fcntl) between fork and exec;
+    // `sample` outlives the spawn, so its descriptor is open in the child.
     unsafe {
         cmd.pre_exec(move || {
             let lim = libc::rlimit {
@@ -75,6 +89,15 @@ async fn run(name: &str, args: Vec<String>, timeout: Duration) -> Result<Vec<u8>
                 rlim_max: memory << 20,
             };
             libc::setrlimit(libc::RLIMIT_AS, &lim);
+            // dup2 gives fd 3 without close-on-exec; when the sample is fd 3 already, clear it.
+            let kept = if sample_fd == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(sample_fd, 3)
+            };
+            if kept < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
             Ok(())
         });
     }
@@ -310,7 +333,7 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
             async move {
                 let roots = c.roots.clone();
                 let (p, cp) = (a.path.clone(), a.carved_path.clone());
-                let sample = maljan_server::blocking(move || open_sample(&roots, &p, &cp).map(|s| s.path)).await?;
+                let sample = maljan_server::blocking(move || open_sample(&roots, &p, &cp)).await?;
                 let mut args = vec!["-j".to_string()];
                 if a.backend != "auto" {
                     if !a.backend.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
@@ -318,12 +341,12 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
                     }
                     args.extend(["--backend".to_string(), a.backend.clone()]);
                 }
-                args.push(sample.display().to_string());
-                let out = run("capa", args, Duration::from_secs(a.timeout_s.clamp(1, CAPA_TIMEOUT_S - 2))).await?;
+                args.push(SAMPLE_FD_PATH.to_string());
+                let out = run("capa", args, sample.file(), Duration::from_secs(a.timeout_s.clamp(1, CAPA_TIMEOUT_S - 2))).await?;
                 let doc: Value = serde_json::from_slice(&out)
                     .map_err(|e| ToolError::tool_failed(format!("capa's JSON could not be read: {e}")))?;
                 let (capabilities, attack) = parse_capa(&doc);
-                Ok(CapaOutput { read_path: sample.display().to_string(), capabilities, attack })
+                Ok(CapaOutput { read_path: sample.read_path(), capabilities, attack })
             }
         },
     );
@@ -355,14 +378,14 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
                 }
                 let roots = c.roots.clone();
                 let (p, cp) = (a.path.clone(), a.carved_path.clone());
-                let sample = maljan_server::blocking(move || open_sample(&roots, &p, &cp).map(|s| s.path)).await?;
+                let sample = maljan_server::blocking(move || open_sample(&roots, &p, &cp)).await?;
                 let mut args = vec!["-j".to_string(), "-q".to_string(), "-n".to_string(), a.min_len.max(1).to_string()];
                 if !only.is_empty() {
                     args.push("--only".into());
                     args.extend(only.iter().cloned());
                 }
-                args.push(sample.display().to_string());
-                let out = run("floss", args, Duration::from_secs(a.timeout_s.clamp(1, FLOSS_TIMEOUT_S - 2))).await?;
+                args.push(SAMPLE_FD_PATH.to_string());
+                let out = run("floss", args, sample.file(), Duration::from_secs(a.timeout_s.clamp(1, FLOSS_TIMEOUT_S - 2))).await?;
                 let doc: Value = serde_json::from_slice(&out)
                     .map_err(|e| ToolError::tool_failed(format!("FLOSS's JSON could not be read: {e}")))?;
                 let all: Vec<FlossString> = parse_floss(&doc)
@@ -370,7 +393,7 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
                     .filter(|s| pattern.as_ref().is_none_or(|p| s.string.contains(p.as_str())))
                     .collect();
                 let (strings, page) = crate::common::page(all, a.offset, a.limit.max(1));
-                Ok(FlossOutput { read_as: read_as.into_option(), read_path: sample.display().to_string(), page, strings })
+                Ok(FlossOutput { read_as: read_as.into_option(), read_path: sample.read_path(), page, strings })
             }
         },
     );
