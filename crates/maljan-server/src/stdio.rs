@@ -156,9 +156,9 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for LineTransp
             };
             let line = match frame {
                 Ok(Frame::Line(line)) => line,
-                Ok(Frame::TooLong { len, .. }) => {
+                Ok(Frame::TooLong { len, head }) => {
                     tracing::warn!(bytes = len, "refused a message over the size limit");
-                    let _ = self.write(&too_long(len, self.max_line_bytes));
+                    let _ = self.write(&too_long(len, self.max_line_bytes, &head));
                     continue;
                 }
                 Err(e) => {

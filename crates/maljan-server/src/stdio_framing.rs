@@ -28,10 +28,11 @@ fn error_response(id: Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
 
-/// The answer to a line over the bound.
-pub(crate) fn too_long(len: usize, max: usize) -> Value {
+/// The answer to a line over the bound; `head` is its first bytes, where a request names its id
+/// (then the answer carries it, so the caller's request fails at once instead of waiting).
+pub(crate) fn too_long(len: usize, max: usize, head: &[u8]) -> Value {
     error_response(
-        Value::Null,
+        maljan_protocol::lines::id_in_head(head).unwrap_or(Value::Null),
         -32600,
         &format!("invalid request: a message of {len} bytes exceeds the limit of {max} bytes"),
     )

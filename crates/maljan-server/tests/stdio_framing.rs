@@ -49,6 +49,17 @@ async fn bad_lines_get_json_rpc_errors_and_the_server_keeps_serving() {
                 message.contains("10000 bytes") && message.contains("4096"),
                 "{c}: {v}"
             );
+            // A request over the bound that names its id first gets its answer by that id.
+            let big = format!(
+                r#"{{"jsonrpc":"2.0","id":77,"method":"tools/call","params":{{"name":"add","arguments":{{"pad":"{}"}}}}}}"#,
+                "y".repeat(10_000)
+            );
+            let v = answer_to(&mut c, big.as_bytes()).await;
+            assert_eq!(
+                (&v["id"], &v["error"]["code"]),
+                (&json!(77), &json!(-32600)),
+                "{c}: {v}"
+            );
             let v = answer_to(&mut c, b"[]").await;
             assert_eq!(v["error"]["code"], -32600, "{c}: {v}");
             let v = answer_to(
