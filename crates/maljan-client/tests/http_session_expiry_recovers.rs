@@ -31,6 +31,9 @@ fn start(port: u16, extra: &[&str], log: &Path) -> Peer {
             &port.to_string(),
         ])
         .args(extra)
+        // The SDK logs through rich, which wraps lines at the terminal's width (80 without
+        // one); a wide width keeps each log line on one line for the assertions below.
+        .env("COLUMNS", "1000")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(err)
