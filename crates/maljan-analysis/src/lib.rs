@@ -32,6 +32,7 @@ pub mod ole;
 mod pdf;
 pub mod pe;
 mod pe_imports;
+mod pe_lenient;
 mod pe_parts;
 pub mod search;
 pub mod strings;
@@ -53,6 +54,9 @@ pub struct AnalysisConfig {
     pub roots: Roots,
     /// The YARA rules directory: `*.yar` / `*.yara` files, optionally one sub-directory per ruleset.
     pub rules_dir: Option<PathBuf>,
+    /// Compile the built-in YARA rules (`rules/*.yar`) into every "default" scan; off, the rules
+    /// directory replaces them.
+    pub builtin_rules: bool,
 }
 
 /// Every analysis tool, typed, with its timeout and optional dependency.
