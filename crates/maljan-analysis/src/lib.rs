@@ -16,6 +16,7 @@
 
 pub mod archive;
 pub mod budget;
+pub mod capabilities;
 pub mod carve;
 pub mod common;
 pub mod document;
@@ -24,6 +25,7 @@ pub mod entropy;
 pub mod external;
 pub mod hashes;
 pub mod identify;
+mod identify_formats;
 mod identify_text;
 pub mod iocs;
 pub mod macho;
@@ -36,6 +38,7 @@ mod pe_lenient;
 mod pe_parts;
 pub mod search;
 pub mod strings;
+pub mod toolchain;
 pub mod yara;
 
 use std::{path::PathBuf, sync::Arc};
@@ -75,6 +78,8 @@ pub fn registry(config: AnalysisConfig) -> Registry {
     document::register(&mut registry, &config);
     carve::register(&mut registry, &config);
     search::register(&mut registry, &config);
+    toolchain::register(&mut registry, &config);
+    capabilities::register(&mut registry, &config);
     yara::register(&mut registry, &config);
     external::register(&mut registry, &config);
     registry
