@@ -15,9 +15,7 @@ REPORT = os.path.join(TARGET, "debug", "examples", "corpus_report")
 PY = os.environ.get("MALJAN_PY", sys.executable)
 MAX_PER_DIR = int(sys.argv[sys.argv.index("--max-per-dir") + 1]) if "--max-per-dir" in sys.argv else 40
 
-ROOTS = ["/usr/bin", "/usr/sbin", "/usr/lib/x86_64-linux-gnu", "/usr/lib/python3", "/usr/share/doc",
-         "/usr/share/mime", "/usr/share/perl5", "/etc", os.path.expanduser("~/.cache/maljan-peers/venv/lib"),
-         os.path.expanduser("~/.cargo/registry/src"), "/usr/lib/grub", "/usr/share/zoneinfo"]
+ROOTS = ["/usr/bin", "/usr/sbin", "/usr/lib/x86_64-linux-gnu", "/usr/share/doc", "/usr/share/perl5", "/etc"]
 
 
 def real_files():
@@ -40,7 +38,7 @@ def real_files():
                 if n >= MAX_PER_DIR:
                     break
     # Every PE on the machine (pefile parity wants them all).
-    for root in [os.path.expanduser("~"), "/usr"]:
+    for root in [os.path.expanduser("~/.cache/maljan-peers/venv/lib"), os.path.expanduser("~/.pyenv/versions")]:
         for d, dirs, files in os.walk(root):
             if "/proc" in d or "/tmp" in d:
                 continue

@@ -1,4 +1,15 @@
 //! `identify_file`: what a file is, by content (never by name), and which tool reads it further.
+//!
+//! Why our own detector and not libmagic: libmagic (through bindings) would agree with `file` by
+//! construction, but it is C parsing hostile samples in the server's process (its CDF and ELF
+//! readers have had memory-safety CVEs), it needs libmagic and its compiled database on every
+//! host, and its answer is free text that would still have to be mapped to the stable `kind` and
+//! `analysis_tool` the triage job routes on. The pure-Rust detectors on crates.io cover less of
+//! what malware arrives in (`infer` and `file-format` read binary magic only: no mail, uuencode,
+//! BinHex or scripts; `tree_magic_mini` needs the shared-mime-info database on the host). So the
+//! magic numbers are read here, bounded and in safe Rust, after libmagic's own definitions
+//! ([`crate::identify_formats`], [`crate::identify_text`]); bench/analysis_peers.py measures
+//! the agreement with `file` by family (bench/analysis_identify.md).
 
 use std::{io::Cursor, sync::Arc};
 

@@ -1,6 +1,8 @@
 //! maljan-analysis: the `analysis` tool server's tools — static analysis of one sample file.
 //!
-//! It owns identification by content, hashes, strings, indicators of compromise, entropy, the
+//! It owns identification by content (its own detector, not libmagic: see [`identify`] for why),
+//! packer / installer / compiler detection ([`toolchain`]), capabilities with ATT&CK ids
+//! ([`capabilities`]), a built-in YARA rule set (`rules/`), hashes, strings, indicators of compromise, entropy, the
 //! PE / ELF / Mach-O / archive / document parsers, payload carving, byte and text search, YARA
 //! scanning (yara-x, behind the `yara` feature) and the optional external analysers (capa, FLOSS),
 //! with the tool and argument names of Maljan's Python analysis server
