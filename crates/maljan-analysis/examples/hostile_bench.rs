@@ -67,6 +67,7 @@ fn one(tool: &str, file: &Path) -> Value {
     let config = AnalysisConfig {
         roots: Roots::new([dir]).unwrap(),
         rules_dir: None,
+        builtin_rules: true,
     };
     let server = ToolServer::new("analysis", "bench", registry(config));
     let runtime = tokio::runtime::Builder::new_multi_thread()

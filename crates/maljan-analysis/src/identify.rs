@@ -1,4 +1,15 @@
 //! `identify_file`: what a file is, by content (never by name), and which tool reads it further.
+//!
+//! Why our own detector and not libmagic: libmagic (through bindings) would agree with `file` by
+//! construction, but it is C parsing hostile samples in the server's process (its CDF and ELF
+//! readers have had memory-safety CVEs), it needs libmagic and its compiled database on every
+//! host, and its answer is free text that would still have to be mapped to the stable `kind` and
+//! `analysis_tool` the triage job routes on. The pure-Rust detectors on crates.io cover less of
+//! what malware arrives in (`infer` and `file-format` read binary magic only: no mail, uuencode,
+//! BinHex or scripts; `tree_magic_mini` needs the shared-mime-info database on the host). So the
+//! magic numbers are read here, bounded and in safe Rust, after libmagic's own definitions
+//! ([`crate::identify_formats`], [`crate::identify_text`]); bench/analysis_peers.py measures
+//! the agreement with `file` by family (bench/analysis_identify.md).
 
 use std::{io::Cursor, sync::Arc};
 
@@ -197,6 +208,9 @@ pub fn identify(b: &[u8]) -> FileKind {
             None,
         );
     }
+    if let Some(k) = crate::identify_formats::by_magic(b) {
+        return k;
+    }
     if b.starts_with(b"MZ") {
         return FileKind::new(
             "dos",
@@ -216,20 +230,23 @@ fn executable(b: &[u8]) -> Option<FileKind> {
         let magic = le_u16(b, pe + 24).unwrap_or(0);
         let is_dll = characteristics & 0x2000 != 0;
         let bits = if magic == 0x20b { 64 } else { 32 };
+        let subsystem = le_u16(b, pe + 24 + 68).unwrap_or(0);
         // CLR runtime header: data directory 14.
         let dd = pe + 24 + if bits == 64 { 112 } else { 96 };
         let dotnet = le_u32(b, dd + 14 * 8).is_some_and(|rva| rva != 0);
         let arch = crate::pe::machine_name(machine);
-        let what = if is_dll {
-            "DLL"
-        } else if characteristics & 0x1000 != 0 {
-            "system"
-        } else {
-            "executable"
-        };
-        let mut desc = format!("PE32{} {what} {arch}", if bits == 64 { "+" } else { "" });
+        let role = crate::identify_formats::pe_role(subsystem, is_dll);
+        let mut desc = format!(
+            "PE32{} executable {role} {arch}",
+            if bits == 64 { "+" } else { "" }
+        );
         if dotnet {
             desc.push_str(", .NET assembly");
+        }
+        let installer = crate::identify_formats::pe_installer(b);
+        if let Some(i) = installer {
+            desc.push_str(", ");
+            desc.push_str(i);
         }
         return Some(
             FileKind::new(
@@ -242,7 +259,9 @@ fn executable(b: &[u8]) -> Option<FileKind> {
             .with("machine", arch)
             .with("bits", bits)
             .with("dll", is_dll)
-            .with("dotnet", dotnet),
+            .with("dotnet", dotnet)
+            .with("subsystem", crate::pe_parts::subsystem_name(subsystem))
+            .with("installer", installer),
         );
     }
     if b.starts_with(b"\x7FELF") {
@@ -430,6 +449,24 @@ fn zip_kind(b: &[u8]) -> FileKind {
             "jar",
             Some("archive_list"),
         );
+    }
+    if has("mimetype") && b.get(30..38) == Some(b"mimetype") {
+        // The first entry, stored: its content is the package's media type.
+        let mime: String = b[38..b.len().min(38 + 80)]
+            .iter()
+            .take_while(|c| c.is_ascii_graphic() && **c != b'P')
+            .map(|&c| c as char)
+            .collect();
+        let (desc, ext) = match mime.rsplit('.').next().unwrap_or("") {
+            "text" => ("OpenDocument Text", "odt"),
+            "spreadsheet" => ("OpenDocument Spreadsheet", "ods"),
+            "presentation" => ("OpenDocument Presentation", "odp"),
+            "graphics" => ("OpenDocument Drawing", "odg"),
+            _ if mime == "application/epub+zip" => ("EPUB document", "epub"),
+            _ => ("OpenDocument / EPUB package", "zip"),
+        };
+        return FileKind::new("odf", desc, "application/zip", ext, Some("document_info"))
+            .with("mimetype", mime);
     }
     if has("mimetype") && prefix("META-INF/") {
         return FileKind::new(

@@ -49,6 +49,9 @@ pub(crate) fn text_kind(b: &[u8]) -> FileKind {
     } else {
         "UTF-8"
     };
+    if let Some(k) = encoded_or_mail(&text, enc) {
+        return k;
+    }
     if let Some(lang) = script_language(&text) {
         return FileKind::new(
             "script",
@@ -102,6 +105,8 @@ fn script_ext(lang: &str) -> &'static str {
         "Python" => "py",
         "Shell" => "sh",
         "Perl" => "pl",
+        "AutoIt" => "au3",
+        "JScript" => "js",
         _ => "txt",
     }
 }
@@ -183,7 +188,140 @@ pub fn script_language(text: &str) -> Option<&'static str> {
             ]) * 2,
         ),
         ("Python", score(&["import ", "def ", "__name__", "print("])),
+        (
+            "Perl",
+            score(&["use strict;", "my $", "use warnings;", "=~ "]),
+        ),
+        (
+            "AutoIt",
+            score(&[
+                "#include <",
+                "#notrayicon",
+                "endfunc",
+                "autoitsetoption",
+                "@scriptdir",
+                "dllcall(",
+            ]) * 2,
+        ),
     ];
     let (lang, best) = candidates.iter().copied().max_by_key(|(_, s)| *s)?;
+    // Windows Script Host's JavaScript is JScript.
+    if lang == "JavaScript" && score(&["activexobject", "wscript."]) > 0 {
+        return Some("JScript");
+    }
     (best >= 2).then_some(lang)
+}
+
+/// Mail (RFC 822 / MIME, mbox) and encoded blobs (uuencode, BinHex, base64, hex).
+fn encoded_or_mail(text: &str, enc: &str) -> Option<FileKind> {
+    let head: &str = &text[..text.len().min(16 * 1024)];
+    let first = head.lines().next().unwrap_or("");
+    if first.starts_with("(This file must be converted with BinHex") {
+        return Some(FileKind::new(
+            "binhex",
+            "BinHex binary text",
+            "application/mac-binhex40",
+            "hqx",
+            Some("strings"),
+        ));
+    }
+    if head.lines().take(50).any(|l| {
+        let mut w = l.split_whitespace();
+        w.next() == Some("begin")
+            && w.next()
+                .is_some_and(|m| m.len() == 3 && m.bytes().all(|c| (b'0'..=b'7').contains(&c)))
+            && w.next().is_some()
+    }) {
+        return Some(FileKind::new(
+            "uuencode",
+            format!("uuencoded text, {enc} text"),
+            "text/x-uuencode",
+            "uu",
+            Some("strings"),
+        ));
+    }
+    // Mail: a header block of `Name: value` lines with the headers a message carries.
+    let header_lines: Vec<&str> = head
+        .lines()
+        .take_while(|l| !l.is_empty())
+        .take(200)
+        .collect();
+    let has = |name: &str| {
+        header_lines.iter().any(|l| {
+            l.len() > name.len() && l.as_bytes()[..name.len()].eq_ignore_ascii_case(name.as_bytes())
+        })
+    };
+    let mbox = first.starts_with("From ") && first.split_whitespace().count() >= 3;
+    let mail_headers = [
+        "From:",
+        "To:",
+        "Subject:",
+        "Date:",
+        "Message-ID:",
+        "Received:",
+        "Return-Path:",
+        "MIME-Version:",
+    ]
+    .iter()
+    .filter(|h| has(h))
+    .count();
+    if mbox && mail_headers >= 1 {
+        return Some(FileKind::new(
+            "mbox",
+            format!("Unix mailbox (mbox), {enc} text"),
+            "application/mbox",
+            "mbox",
+            Some("iocs_from_file"),
+        ));
+    }
+    if mail_headers >= 3 {
+        let desc = if has("Received:") || has("Return-Path:") {
+            "SMTP mail"
+        } else {
+            "RFC 822 mail"
+        };
+        return Some(
+            FileKind::new(
+                "email",
+                format!("{desc}, {enc} text"),
+                "message/rfc822",
+                "eml",
+                Some("iocs_from_file"),
+            )
+            .with("mime", has("MIME-Version:")),
+        );
+    }
+    // One unbroken encoded blob (whitespace between lines only), long enough to mean it.
+    let compact: Vec<u8> = head.bytes().filter(|c| !c.is_ascii_whitespace()).collect();
+    if compact.len() >= 64 && head.lines().all(|l| !l.trim().contains(' ')) {
+        if compact.iter().all(u8::is_ascii_hexdigit) {
+            return Some(FileKind::new(
+                "hex",
+                format!("hex-encoded data, {enc} text"),
+                "text/plain",
+                "hex",
+                Some("strings"),
+            ));
+        }
+        let body = compact
+            .strip_suffix(b"==")
+            .or_else(|| compact.strip_suffix(b"="))
+            .unwrap_or(&compact);
+        if body
+            .iter()
+            .all(|c| c.is_ascii_alphanumeric() || *c == b'+' || *c == b'/')
+            && body.iter().any(u8::is_ascii_digit)
+            && body.iter().any(u8::is_ascii_uppercase)
+            && body.iter().any(u8::is_ascii_lowercase)
+        {
+            return Some(FileKind::new(
+                "base64",
+                format!("base64-encoded data, {enc} text"),
+                "text/plain",
+                "b64",
+                Some("strings"),
+            ));
+        }
+    }
+    None
 }

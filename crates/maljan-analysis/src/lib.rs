@@ -1,6 +1,8 @@
 //! maljan-analysis: the `analysis` tool server's tools — static analysis of one sample file.
 //!
-//! It owns identification by content, hashes, strings, indicators of compromise, entropy, the
+//! It owns identification by content (its own detector, not libmagic: see [`identify`] for why),
+//! packer / installer / compiler detection ([`toolchain`]), capabilities with ATT&CK ids
+//! ([`capabilities`]), a built-in YARA rule set (`rules/`), hashes, strings, indicators of compromise, entropy, the
 //! PE / ELF / Mach-O / archive / document parsers, payload carving, byte and text search, YARA
 //! scanning (yara-x, behind the `yara` feature) and the optional external analysers (capa, FLOSS),
 //! with the tool and argument names of Maljan's Python analysis server
@@ -16,6 +18,7 @@
 
 pub mod archive;
 pub mod budget;
+pub mod capabilities;
 pub mod carve;
 pub mod common;
 pub mod document;
@@ -24,6 +27,7 @@ pub mod entropy;
 pub mod external;
 pub mod hashes;
 pub mod identify;
+mod identify_formats;
 mod identify_text;
 pub mod iocs;
 pub mod macho;
@@ -32,9 +36,11 @@ pub mod ole;
 mod pdf;
 pub mod pe;
 mod pe_imports;
+mod pe_lenient;
 mod pe_parts;
 pub mod search;
 pub mod strings;
+pub mod toolchain;
 pub mod yara;
 
 use std::{path::PathBuf, sync::Arc};
@@ -53,6 +59,9 @@ pub struct AnalysisConfig {
     pub roots: Roots,
     /// The YARA rules directory: `*.yar` / `*.yara` files, optionally one sub-directory per ruleset.
     pub rules_dir: Option<PathBuf>,
+    /// Compile the built-in YARA rules (`rules/*.yar`) into every "default" scan; off, the rules
+    /// directory replaces them.
+    pub builtin_rules: bool,
 }
 
 /// Every analysis tool, typed, with its timeout and optional dependency.
@@ -71,6 +80,8 @@ pub fn registry(config: AnalysisConfig) -> Registry {
     document::register(&mut registry, &config);
     carve::register(&mut registry, &config);
     search::register(&mut registry, &config);
+    toolchain::register(&mut registry, &config);
+    capabilities::register(&mut registry, &config);
     yara::register(&mut registry, &config);
     external::register(&mut registry, &config);
     registry

@@ -169,13 +169,18 @@ fn arch(b: &[u8], m: &MachO<'_>, limit: usize, budget: &Budget) -> Result<MachAr
         }
     }
     // goblin expands the bind opcodes' repeat counts as they claim: count them first.
-    let bind_entries = macho_parts::bind_entries(b, m);
+    let (bind_entries, segments_exist) = macho_parts::bind_entries(b, m);
     budget.items(
         usize::try_from(bind_entries).unwrap_or(usize::MAX),
         "Mach-O bind entries",
     )?;
     let mut imports = Vec::new();
-    for i in m.imports().unwrap_or_default() {
+    let bound = if segments_exist {
+        m.imports().unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    for i in bound {
         budget.scan(i.dylib.len() + i.name.len(), "Mach-O import names")?;
         imports.push(format!("{}!{}", i.dylib, i.name));
     }

@@ -107,9 +107,11 @@ fn uleb(b: &[u8], at: &mut usize) -> Option<u64> {
 }
 
 /// How many imports goblin's bind interpreter would produce from `m`'s bind and lazy-bind
-/// opcodes (saturating), read without producing them.
-pub fn bind_entries(b: &[u8], m: &MachO<'_>) -> u64 {
+/// opcodes (saturating), read without producing them, and whether every segment index they name
+/// exists (goblin indexes its segment list with it unchecked, and panics).
+pub fn bind_entries(b: &[u8], m: &MachO<'_>) -> (u64, bool) {
     let mut total = 0u64;
+    let mut segments_exist = true;
     for lc in &m.load_commands {
         let (CommandVariant::DyldInfo(info) | CommandVariant::DyldInfoOnly(info)) = &lc.command
         else {
@@ -121,17 +123,23 @@ pub fn bind_entries(b: &[u8], m: &MachO<'_>) -> u64 {
         ] {
             let start = (off as usize).min(b.len());
             let end = start.saturating_add(size as usize).min(b.len());
-            total = total.saturating_add(bind_stream_entries(&b[start..end]));
+            let (n, max_segment) = bind_stream_entries(&b[start..end]);
+            total = total.saturating_add(n);
+            segments_exist &= max_segment.is_none_or(|s| (s as usize) < m.segments.len());
         }
     }
-    total
+    (total, segments_exist)
 }
 
-fn bind_stream_entries(ops: &[u8]) -> u64 {
+fn bind_stream_entries(ops: &[u8]) -> (u64, Option<u8>) {
     let mut at = 0;
     let mut total = 0u64;
+    let mut max_segment: Option<u8> = None;
     while let Some(&op) = ops.get(at) {
         at += 1;
+        if op & 0xf0 == 0x70 {
+            max_segment = max_segment.max(Some(op & 0x0f));
+        }
         let step = match op & 0xf0 {
             0x20 | 0x60 | 0x70 | 0x80 => uleb(ops, &mut at).map(|_| 0),
             0x40 => memchr::memchr(0, &ops[at..]).map(|n| {
@@ -149,7 +157,7 @@ fn bind_stream_entries(ops: &[u8]) -> u64 {
             None => break,
         }
     }
-    total
+    (total, max_segment)
 }
 
 /// The exported names in `m`'s export trie (LC_DYLD_INFO or LC_DYLD_EXPORTS_TRIE), each node
@@ -214,8 +222,8 @@ mod tests {
         let mut ops = vec![0x40, b'_', b'x', 0, 0x90, 0xc0];
         ops.extend([0x80; 9]);
         ops.extend([0x01, 0x00]);
-        assert_eq!(bind_stream_entries(&ops), 1 + (1 << 63));
-        assert_eq!(bind_stream_entries(&[0x90, 0xb0, 0xa0, 0x05]), 3);
+        assert_eq!(bind_stream_entries(&ops).0, 1 + (1 << 63));
+        assert_eq!(bind_stream_entries(&[0x90, 0xb0, 0xa0, 0x05]).0, 3);
     }
 
     #[test]

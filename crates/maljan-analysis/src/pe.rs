@@ -1,7 +1,9 @@
 //! `pe_info`: headers, sections with entropy, imports, exports, resources, timestamps, imphash,
 //! Rich header, PDB path, overlay and the anomalies an analyst looks at first.
 //!
-//! goblin does the parsing (inside `contain`, since it has had overflow panics on fuzzed input);
+//! goblin does the parsing (inside `contain`, since it has had overflow panics on fuzzed input),
+//! strictly first and then leniently ([`crate::pe_lenient`]): a malformed file is answered with
+//! what parses and its faults among the anomalies;
 //! the resource tree is walked here with bounds checks, so a hostile tree costs nothing but a
 //! shorter list.
 
@@ -17,6 +19,7 @@ use crate::{
     budget::Budget,
     common::{contain, iso8601, on_sample},
     pe_imports::{self, ImportDll},
+    pe_lenient::{self, Lenient},
     pe_parts::{self, ExportInfo, Overlay, Pdb, PeResource, PeSection, RichEntry},
 };
 
@@ -119,16 +122,22 @@ impl Default for PeParts {
     }
 }
 
-/// Parses a PE file within `budget`.
+/// Parses a PE file within `budget`, leniently: a malformed file yields every header, section,
+/// import and resource that parses, with its faults among the anomalies (see [`pe_lenient`]).
 pub fn pe_info(b: &[u8], parts: PeParts, budget: &Budget) -> Result<PeInfo, ToolError> {
     contain("PE", || {
-        let pe = parse(b).map_err(|e| {
-            ToolError::unsupported_format(format!("not a PE file this parser can read: {e}"))
-                .with_remediation(
-                    "check identify_file; for a damaged PE try strings, carve_payloads or entropy",
-                )
-        })?;
-        build(b, &pe, parts, budget)
+        let strict = match parse(b) {
+            Ok(pe) => return build(b, &pe, parts, budget, Vec::new()),
+            Err(e) => e,
+        };
+        // Offsets are into the copy from here on; its padding is never overlay.
+        let (copy, copy_faults) = pe_lenient::lenient_copy(b, budget)?;
+        let mut faults = vec![format!("malformed PE, read leniently: {strict}")];
+        faults.extend(copy_faults);
+        match pe_lenient::parse(&copy, b.len(), &strict, &mut faults)? {
+            Lenient::Goblin(pe) => build(&copy, &pe, parts, budget, faults),
+            Lenient::Headers(h) => headers_only(&copy, &h, parts, budget, faults),
+        }
     })
 }
 
@@ -138,7 +147,108 @@ pub(crate) fn parse(b: &[u8]) -> goblin::error::Result<PE<'_>> {
     PE::parse_with_opts(b, &ParseOptions::default().with_parse_imports(false))
 }
 
-fn build(b: &[u8], pe: &PE<'_>, parts: PeParts, budget: &Budget) -> Result<PeInfo, ToolError> {
+/// What the headers alone give when no parse of the tables succeeds.
+fn headers_only(
+    b: &[u8],
+    h: &pe_lenient::Headers,
+    parts: PeParts,
+    budget: &Budget,
+    mut anomalies: Vec<String>,
+) -> Result<PeInfo, ToolError> {
+    let sections: Vec<PeSection> = h
+        .sections
+        .iter()
+        .map(|s| pe_parts::section(b, s, budget))
+        .collect::<Result<_, _>>()?;
+    let o = h.optional.as_ref();
+    let entry = o.map(|o| o.entry).unwrap_or(0);
+    let entry_section = entry_section(&sections, entry);
+    section_anomalies(&sections, &mut anomalies);
+    let mut timestamps = BTreeMap::new();
+    timestamps.insert("coff".to_string(), Stamp::new(h.time_date_stamp));
+    Ok(PeInfo {
+        machine: machine_name(h.machine).to_string(),
+        bits: if o.is_some_and(|o| o.is_64) { 64 } else { 32 },
+        is_dll: h.characteristics & 0x2000 != 0,
+        is_dotnet: false,
+        subsystem: o
+            .map(|o| pe_parts::subsystem_name(o.subsystem))
+            .unwrap_or("none")
+            .to_string(),
+        characteristics: pe_parts::characteristics(h.characteristics),
+        dll_characteristics: o
+            .map(|o| pe_parts::dll_characteristics(o.dll_characteristics))
+            .unwrap_or_default(),
+        entry_point: entry,
+        entry_section,
+        image_base: o.map(|o| o.image_base).unwrap_or(0),
+        size_of_image: o.map(|o| o.size_of_image).unwrap_or(0),
+        header_checksum: o.map(|o| o.check_sum).unwrap_or(0),
+        linker_version: o
+            .map(|o| format!("{}.{}", o.linker.0, o.linker.1))
+            .unwrap_or_default(),
+        os_version: o
+            .map(|o| format!("{}.{}", o.os_version.0, o.os_version.1))
+            .unwrap_or_default(),
+        timestamps,
+        imphash: None,
+        rich_header: None,
+        sections: parts.sections.then_some(sections),
+        import_count: 0,
+        imports: parts.imports.then_some(Vec::new()),
+        exports: None,
+        resources: parts.resources.then_some(Vec::new()),
+        version_info: BTreeMap::new(),
+        overlay: None,
+        pdb: None,
+        signature_size: 0,
+        tls_callbacks: 0,
+        anomalies,
+    })
+}
+
+fn entry_section(sections: &[PeSection], entry: u32) -> Option<String> {
+    sections
+        .iter()
+        .find(|s| {
+            entry >= s.virtual_address
+                && (entry as u64) < s.virtual_address as u64 + s.virtual_size.max(s.raw_size) as u64
+        })
+        .map(|s| s.name.clone())
+}
+
+fn section_anomalies(sections: &[PeSection], anomalies: &mut Vec<String>) {
+    for s in sections {
+        if s.characteristics.iter().any(|c| c == "write")
+            && s.characteristics.iter().any(|c| c == "execute")
+        {
+            anomalies.push(format!("section {} is writable and executable", s.name));
+        }
+        if s.entropy >= 7.2 && s.raw_size > 1024 {
+            anomalies.push(format!(
+                "section {} has high entropy ({:.2}): packed or encrypted?",
+                s.name, s.entropy
+            ));
+        }
+        if s.raw_size == 0
+            && s.virtual_size > 0x10000
+            && s.characteristics.iter().any(|c| c == "execute")
+        {
+            anomalies.push(format!(
+                "executable section {} is empty on disk but large in memory (unpacking stub?)",
+                s.name
+            ));
+        }
+    }
+}
+
+fn build(
+    b: &[u8],
+    pe: &PE<'_>,
+    parts: PeParts,
+    budget: &Budget,
+    mut anomalies: Vec<String>,
+) -> Result<PeInfo, ToolError> {
     let coff = &pe.header.coff_header;
     let opt = pe.header.optional_header.as_ref();
     let win = opt.map(|o| &o.windows_fields);
@@ -149,14 +259,7 @@ fn build(b: &[u8], pe: &PE<'_>, parts: PeParts, budget: &Budget) -> Result<PeInf
         .iter()
         .map(|s| pe_parts::section(b, s, budget))
         .collect::<Result<_, _>>()?;
-    let entry_section = sections
-        .iter()
-        .find(|s| {
-            pe.entry >= s.virtual_address
-                && (pe.entry as u64)
-                    < s.virtual_address as u64 + s.virtual_size.max(s.raw_size) as u64
-        })
-        .map(|s| s.name.clone());
+    let entry_section = entry_section(&sections, pe.entry);
 
     let mut timestamps = BTreeMap::new();
     timestamps.insert("coff".to_string(), Stamp::new(coff.time_date_stamp));
@@ -200,7 +303,6 @@ fn build(b: &[u8], pe: &PE<'_>, parts: PeParts, budget: &Budget) -> Result<PeInf
         _ => Vec::new(),
     };
 
-    let mut anomalies = Vec::new();
     if coff.time_date_stamp == 0 {
         anomalies.push("COFF timestamp is zero".to_string());
     } else if coff.time_date_stamp > 4_102_444_800 {
@@ -209,28 +311,7 @@ fn build(b: &[u8], pe: &PE<'_>, parts: PeParts, budget: &Budget) -> Result<PeInf
     if entry_section.is_none() && pe.entry != 0 {
         anomalies.push("entry point lies outside every section".to_string());
     }
-    for s in &sections {
-        if s.characteristics.iter().any(|c| c == "write")
-            && s.characteristics.iter().any(|c| c == "execute")
-        {
-            anomalies.push(format!("section {} is writable and executable", s.name));
-        }
-        if s.entropy >= 7.2 && s.raw_size > 1024 {
-            anomalies.push(format!(
-                "section {} has high entropy ({:.2}): packed or encrypted?",
-                s.name, s.entropy
-            ));
-        }
-        if s.raw_size == 0
-            && s.virtual_size > 0x10000
-            && s.characteristics.iter().any(|c| c == "execute")
-        {
-            anomalies.push(format!(
-                "executable section {} is empty on disk but large in memory (unpacking stub?)",
-                s.name
-            ));
-        }
-    }
+    section_anomalies(&sections, &mut anomalies);
     if let Some(o) = &overlay
         && o.size > 0
         && signature_size == 0

@@ -1,8 +1,13 @@
-//! `yara_scan`: YARA rules (yara-x, pure Rust) from the configured rules directory over the sample
-//! or a text. A ruleset is `<rules_dir>/<name>/` (all `*.yar` / `*.yara` below it); "default" is
-//! `<rules_dir>/default/` when it exists, else the whole directory. Rules are compiled once per
-//! ruleset and kept. Without a rules directory holding rules the tool is unavailable, and the
-//! manifest says why and how to fix it.
+//! `yara_scan`: YARA rules (yara-x, pure Rust) over the sample or a text.
+//!
+//! A small curated rule set is built in (`rules/*.yar` of this crate: EICAR, packers and
+//! installers, droppers and download cradles, suspicious API sets), so the tool works on a fresh
+//! install. A configured rules directory adds to it: a ruleset is `<rules_dir>/<name>/` (all
+//! `*.yar` / `*.yara` below it); "default" is the built-in set plus `<rules_dir>/default/` when it
+//! exists, else plus the whole directory; "builtin" is the built-in set alone. With
+//! `builtin_rules` off (`maljan serve analysis --no-builtin-rules`) the directory replaces the
+//! built-in set. Rules are compiled once per ruleset and kept. With neither, the tool is
+//! unavailable, and the manifest says why and how to fix it.
 
 use std::{
     path::{Path, PathBuf},
@@ -19,6 +24,17 @@ use crate::common::open_sample;
 
 /// The ceiling on a scan's timeout (the manifest's timeout_s).
 pub const TIMEOUT_S: u64 = 60;
+
+/// The built-in rule files, by name (their namespace is `builtin_<name>`).
+pub const BUILTIN_RULES: &[(&str, &str)] = &[
+    ("test_files", include_str!("../rules/test_files.yar")),
+    ("packers", include_str!("../rules/packers.yar")),
+    ("droppers", include_str!("../rules/droppers.yar")),
+    (
+        "suspicious_apis",
+        include_str!("../rules/suspicious_apis.yar"),
+    ),
+];
 
 const REMEDY: &str = "put YARA rules (*.yar, *.yara) in a directory and start the server with it as its rules \
                       directory (maljan serve analysis --rules-dir DIR, or MALJAN_YARA_RULES=DIR)";
@@ -49,6 +65,55 @@ pub fn rule_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// Where a ruleset's rules come from: the built-in set, a directory, or both.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RulesetSource {
+    pub builtin: bool,
+    pub dir: Option<PathBuf>,
+}
+
+/// The rules of `ruleset`, given the configured directory and whether the built-in set is on.
+pub fn ruleset_source(
+    rules_dir: Option<&Path>,
+    builtin: bool,
+    ruleset: &str,
+) -> Result<RulesetSource, ToolError> {
+    match ruleset {
+        "builtin" if builtin => Ok(RulesetSource { builtin, dir: None }),
+        "builtin" => Err(ToolError::bad_argument(
+            "the built-in rule set is switched off on this server (--no-builtin-rules)",
+        )
+        .with_remediation(
+            "use ruleset \"default\", or start the server without --no-builtin-rules",
+        )),
+        "default" => {
+            let dir = rules_dir
+                .filter(|d| d.is_dir() && !rule_files(d).is_empty())
+                .map(|d| ruleset_dir(d, "default"))
+                .transpose()?;
+            if !builtin && dir.is_none() {
+                return Err(ToolError::not_configured(
+                    "no YARA rules: the built-in set is off and no rules directory holds rules",
+                )
+                .with_remediation(REMEDY));
+            }
+            Ok(RulesetSource { builtin, dir })
+        }
+        name => {
+            let Some(d) = rules_dir else {
+                return Err(ToolError::bad_argument(format!(
+                    "no ruleset '{name}': no rules directory is configured"
+                ))
+                .with_remediation("use ruleset \"default\" or \"builtin\"; or configure a rules directory with one sub-directory per ruleset"));
+            };
+            Ok(RulesetSource {
+                builtin: false,
+                dir: Some(ruleset_dir(d, name)?),
+            })
+        }
+    }
+}
+
 /// The directory of a ruleset.
 pub fn ruleset_dir(rules_dir: &Path, ruleset: &str) -> Result<PathBuf, ToolError> {
     if ruleset == "default" {
@@ -77,7 +142,7 @@ pub fn ruleset_dir(rules_dir: &Path, ruleset: &str) -> Result<PathBuf, ToolError
     Ok(d)
 }
 
-fn probe(rules_dir: Option<PathBuf>) -> Probe {
+fn probe(rules_dir: Option<PathBuf>, builtin: bool) -> Probe {
     Probe::custom("yara rules", move || {
         if !cfg!(feature = "yara") {
             return Err(Unavailable {
@@ -85,6 +150,9 @@ fn probe(rules_dir: Option<PathBuf>) -> Probe {
                 remediation: "rebuild maljan with `--features yara` (on by default)".into(),
                 without: None,
             });
+        }
+        if builtin {
+            return Ok(());
         }
         let Some(dir) = &rules_dir else {
             return Err(Unavailable {
@@ -129,7 +197,8 @@ pub struct YaraScanArgs {
     /// Scan this text instead of a file.
     #[serde(default)]
     pub text: String,
-    /// The ruleset: "default" or the name of a sub-directory of the rules directory.
+    /// The ruleset: "default" (the built-in rules plus the rules directory's), "builtin" (the
+    /// built-in rules alone) or the name of a sub-directory of the rules directory.
     #[serde(default = "default_ruleset")]
     #[schemars(default = "default_ruleset")]
     pub ruleset: String,
@@ -169,7 +238,10 @@ pub struct YaraScanOutput {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub read_path: Option<String>,
     pub ruleset: String,
+    /// Rule files compiled from the rules directory.
     pub rule_files: usize,
+    /// Built-in rule files compiled in (0 when the ruleset does not use the built-in set).
+    pub builtin_rule_files: usize,
     /// Rule files that did not compile (skipped), with the compiler's message.
     pub compile_errors: Vec<String>,
     pub match_count: usize,
@@ -187,35 +259,88 @@ mod engine {
 
     use maljan_server::ToolError;
 
-    use super::{YaraMatch, YaraString, rule_files};
+    use super::{BUILTIN_RULES, RulesetSource, YaraMatch, YaraString, rule_files};
 
     pub struct Compiled {
         pub rules: yara_x::Rules,
         pub files: usize,
+        pub builtin_files: usize,
         pub errors: Vec<String>,
     }
 
     #[derive(Default)]
-    pub struct Cache(Mutex<HashMap<std::path::PathBuf, Arc<Compiled>>>);
+    pub struct Cache(Mutex<HashMap<RulesetSource, Arc<Compiled>>>);
 
     impl Cache {
-        pub fn get(&self, dir: &Path) -> Result<Arc<Compiled>, ToolError> {
-            if let Some(c) = self.0.lock().unwrap_or_else(|e| e.into_inner()).get(dir) {
+        pub fn get(&self, source: &RulesetSource) -> Result<Arc<Compiled>, ToolError> {
+            if let Some(c) = self.0.lock().unwrap_or_else(|e| e.into_inner()).get(source) {
                 return Ok(c.clone());
             }
-            let compiled = Arc::new(compile(dir)?);
+            let compiled = Arc::new(compile(source)?);
             self.0
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert(dir.to_path_buf(), compiled.clone());
+                .insert(source.clone(), compiled.clone());
             Ok(compiled)
         }
     }
 
-    pub fn compile(dir: &Path) -> Result<Compiled, ToolError> {
-        let files = rule_files(dir);
+    pub fn compile(source: &RulesetSource) -> Result<Compiled, ToolError> {
         let mut compiler = yara_x::Compiler::new();
         let mut errors = Vec::new();
+        let mut builtin_files = 0;
+        if source.builtin {
+            for (name, src) in BUILTIN_RULES {
+                compiler.new_namespace(&format!("builtin_{name}"));
+                match compiler.add_source(
+                    yara_x::SourceCode::from(*src).with_origin(format!("builtin:{name}.yar")),
+                ) {
+                    Ok(_) => builtin_files += 1,
+                    Err(e) => errors.push(format!(
+                        "builtin:{name}.yar: {}",
+                        e.to_string().lines().next().unwrap_or("")
+                    )),
+                }
+            }
+        }
+        let Some(dir) = source.dir.as_deref() else {
+            return Ok(Compiled {
+                rules: compiler.build(),
+                files: 0,
+                builtin_files,
+                errors,
+            });
+        };
+        let (files, ok) = add_dir(&mut compiler, dir, &mut errors);
+        if ok == 0 && builtin_files == 0 {
+            return Err(ToolError::not_configured(format!(
+                "no rule file in {} compiled ({} files, {} errors)",
+                dir.display(),
+                files,
+                errors.len()
+            ))
+            .with_remediation(
+                errors
+                    .first()
+                    .cloned()
+                    .unwrap_or_else(|| super::REMEDY.to_string()),
+            ));
+        }
+        Ok(Compiled {
+            rules: compiler.build(),
+            files,
+            builtin_files,
+            errors,
+        })
+    }
+
+    /// Adds every rule file below `dir`: (files found, files compiled).
+    fn add_dir(
+        compiler: &mut yara_x::Compiler<'_>,
+        dir: &Path,
+        errors: &mut Vec<String>,
+    ) -> (usize, usize) {
+        let files = rule_files(dir);
         let mut ok = 0;
         for f in &files {
             let src = match std::fs::read_to_string(f) {
@@ -242,25 +367,7 @@ mod engine {
                 )),
             }
         }
-        if ok == 0 {
-            return Err(ToolError::not_configured(format!(
-                "no rule file in {} compiled ({} files, {} errors)",
-                dir.display(),
-                files.len(),
-                errors.len()
-            ))
-            .with_remediation(
-                errors
-                    .first()
-                    .cloned()
-                    .unwrap_or_else(|| super::REMEDY.to_string()),
-            ));
-        }
-        Ok(Compiled {
-            rules: compiler.build(),
-            files: files.len(),
-            errors,
-        })
+        (files.len(), ok)
     }
 
     pub fn scan(c: &Compiled, data: &[u8], timeout: Duration) -> Result<Vec<YaraMatch>, ToolError> {
@@ -321,35 +428,33 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
     registry.add(
         ToolMeta::new(
             "yara_scan",
-            "Scans the sample (or a text) with the YARA rules of a ruleset from the server's rules directory \
-             (yara-x); each match with its rule, namespace, tags, metadata and matched strings.",
+            "Scans the sample (or a text) with YARA rules (yara-x): the built-in set (EICAR, packers, installers, \
+             droppers, suspicious API sets) plus the server's rules directory, or one ruleset of it; each match \
+             with its rule, namespace, tags, metadata and matched strings.",
         )
         .title("YARA scan")
         .timeout_s(TIMEOUT_S)
-        .probe(probe(config.rules_dir.clone())),
+        .probe(probe(config.rules_dir.clone(), config.builtin_rules)),
         move |ctx, a: YaraScanArgs| {
             let config = config.clone();
             #[cfg(feature = "yara")]
             let cache = cache.clone();
             async move {
-                let Some(rules_dir) = config.rules_dir.clone() else {
-                    return Err(ToolError::not_configured("no YARA rules directory is configured").with_remediation(REMEDY));
-                };
                 if a.path.is_empty() && a.carved_path.is_empty() && a.text.is_empty() {
                     return Err(ToolError::bad_argument("give `path` (or `carved_path`) or `text` to scan"));
                 }
                 // Two seconds under the ceiling, so the scan answers its own timeout before the server's.
                 let timeout = a.timeout_s.clamp(1, TIMEOUT_S - 2);
-                let dir = ruleset_dir(&rules_dir, &a.ruleset)?;
+                let source = ruleset_source(config.rules_dir.as_deref(), config.builtin_rules, &a.ruleset)?;
                 let roots = config.roots.clone();
                 #[cfg(not(feature = "yara"))]
                 {
-                    let _ = (ctx, roots, dir, timeout);
+                    let _ = (ctx, roots, source, timeout);
                     Err::<YaraScanOutput, _>(ToolError::missing_dependency("built without the `yara` feature"))
                 }
                 #[cfg(feature = "yara")]
                 maljan_server::blocking(move || {
-                    let compiled = cache.get(&dir)?;
+                    let compiled = cache.get(&source)?;
                     let timeout = std::time::Duration::from_secs(timeout);
                     let (read_path, matches) = if a.path.is_empty() && a.carved_path.is_empty() {
                         (None, engine::scan(&compiled, a.text.as_bytes(), timeout)?)
@@ -362,6 +467,7 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
                         read_path,
                         ruleset: a.ruleset,
                         rule_files: compiled.files,
+                        builtin_rule_files: compiled.builtin_files,
                         compile_errors: compiled.errors.clone(),
                         match_count: matches.len(),
                         matches,

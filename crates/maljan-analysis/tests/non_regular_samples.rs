@@ -23,6 +23,7 @@ async fn a_fifo_sample_is_refused_within_a_second() {
         registry(AnalysisConfig {
             roots: Roots::new([dir.path()]).unwrap(),
             rules_dir: None,
+            builtin_rules: true,
         }),
     );
     for tool in ["identify_file", "hashes", "strings", "entropy"] {

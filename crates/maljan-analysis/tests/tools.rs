@@ -54,6 +54,9 @@ impl Fixture {
         let config = AnalysisConfig {
             roots: Roots::new([&samples]).unwrap(),
             rules_dir,
+            // Off, so the rules directory (or nothing) is all there is: tests/yara_builtin_rules.rs
+            // covers the built-in set.
+            builtin_rules: false,
         };
         let server = ToolServer::new("analysis", "test", registry(config));
         Self { dir, server }
@@ -767,6 +770,7 @@ fn schemas_match_the_reference_names() {
     let r = registry(AnalysisConfig {
         roots: Roots::new([dir.path()]).unwrap(),
         rules_dir: None,
+        builtin_rules: true,
     });
     let props = |tool: &str| -> Map<String, Value> {
         r.get(tool).unwrap().input_schema["properties"]

@@ -55,6 +55,10 @@ pub struct PolicyArgs {
     /// Directory of YARA rules for yara_scan (analysis).
     #[arg(long, value_name = "DIR", env = "MALJAN_YARA_RULES")]
     pub rules_dir: Option<PathBuf>,
+    /// Leave out yara_scan's built-in rules (EICAR, packers, installers, droppers, suspicious API
+    /// sets), so that --rules-dir replaces them instead of adding to them (analysis).
+    #[arg(long)]
+    pub no_builtin_rules: bool,
 }
 
 #[derive(Args)]
@@ -174,6 +178,7 @@ pub fn build_server(
         BuiltIn::Analysis => maljan_analysis::registry(maljan_analysis::AnalysisConfig {
             roots,
             rules_dir: policy.rules_dir.clone(),
+            builtin_rules: !policy.no_builtin_rules,
         }),
     };
     if !policy.allowed_actions.is_empty() {
@@ -327,6 +332,7 @@ mod tests {
             max_extracted_files: 100_000,
             max_expansion_ratio: 200,
             rules_dir: None,
+            no_builtin_rules: false,
         };
         build_server(BuiltIn::Files, &policy, None, None, None)
     }

@@ -5,6 +5,9 @@
 //! text full of indicators, defanged ones included.
 #![allow(dead_code)]
 
+pub mod malformed;
+pub mod packed;
+
 use std::io::{Cursor, Write};
 
 pub const MACRO_SOURCE: &str = "Attribute VB_Name = \"Module1\"\r\nSub AutoOpen()\r\n    Dim s\r\n    s = \"http://macro.evil-domain.com/stage2.exe\"\r\n    Set o = CreateObject(\"WScript.Shell\")\r\n    o.Run \"powershell -enc AAAA\"\r\nEnd Sub\r\n";

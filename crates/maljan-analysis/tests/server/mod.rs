@@ -26,6 +26,7 @@ impl Server {
         let config = AnalysisConfig {
             roots: Roots::new([&samples]).unwrap(),
             rules_dir: None,
+            builtin_rules: true,
         };
         let server = ToolServer::new("analysis", "test", registry(config));
         Self {
