@@ -103,6 +103,7 @@ pub fn registry(config: FilesConfig) -> Registry {
     conditional::register(&mut reg, &cfg);
     dag::register(&mut reg, &cfg);
     storage::cloud_actions::register(&mut reg, &cfg);
+    storage::storage_actions::register(&mut reg, &cfg);
     let params = reg
         .tools()
         .iter()

@@ -20,6 +20,9 @@ pub(crate) mod cloud_actions;
 mod guard;
 pub(crate) mod object;
 pub mod profiles;
+pub(crate) mod storage_actions;
+mod transfer;
+pub(crate) mod uri;
 
 use object::{Cloud, CloudProfile};
 pub use profiles::{Secret, StorageConfig};
@@ -30,13 +33,20 @@ pub(crate) fn default_profile() -> String {
     DEFAULT_PROFILE.to_string()
 }
 
+impl Default for Storage {
+    fn default() -> Self {
+        Self::new(StorageConfig::default())
+    }
+}
+
 /// A store's identity: backend, profile, bucket (container).
 type StoreKey = (Cloud, String, String);
 
 /// The storage state of one files server.
-#[derive(Default)]
 pub(crate) struct Storage {
     pub(crate) config: StorageConfig,
+    /// memory:// (one store for every name, gone when the server stops).
+    pub(crate) memory: Arc<dyn ObjectStore>,
     /// Profiles set by `*_later_init`, over the file's.
     session: Mutex<HashMap<(Cloud, String), CloudProfile>>,
     /// One store per (backend, profile, bucket): its connection pool is kept between calls.
@@ -47,7 +57,9 @@ impl Storage {
     pub(crate) fn new(config: StorageConfig) -> Self {
         Self {
             config,
-            ..Default::default()
+            memory: Arc::new(object_store::memory::InMemory::new()),
+            session: Default::default(),
+            stores: Default::default(),
         }
     }
 

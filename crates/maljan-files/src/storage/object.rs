@@ -23,7 +23,7 @@ use super::{
 use crate::{Config, paths::show};
 
 /// Bytes read from a local file per write into the upload (and per progress step).
-const PIECE: usize = 1 << 20;
+pub(crate) const PIECE: usize = 1 << 20;
 /// The multipart upload's part size (S3 wants at least 5 MiB for every part but the last).
 const PART: usize = 8 << 20;
 /// How many keys one listing returns at most.
@@ -222,11 +222,11 @@ pub(crate) fn key(k: &str) -> Result<Key, ToolError> {
 }
 
 /// Removes a partial download unless it was finished.
-struct Partial<'a> {
-    c: &'a Config,
-    path: std::path::PathBuf,
-    shown: String,
-    done: bool,
+pub(crate) struct Partial<'a> {
+    pub(crate) c: &'a Config,
+    pub(crate) path: std::path::PathBuf,
+    pub(crate) shown: String,
+    pub(crate) done: bool,
 }
 
 impl Drop for Partial<'_> {
@@ -239,8 +239,16 @@ impl Drop for Partial<'_> {
 
 /// Aborts a multipart upload that was not finished (an error, or the call dropped on
 /// cancellation), so the store keeps no half object and no orphaned parts.
-struct Upload {
-    writer: Option<BufWriter>,
+pub(crate) struct Upload {
+    pub(crate) writer: Option<BufWriter>,
+}
+
+impl Upload {
+    pub(crate) fn new(store: Arc<dyn ObjectStore>, to: &Key) -> Self {
+        Self {
+            writer: Some(BufWriter::with_capacity(store, to.clone(), PART).with_max_concurrency(2)),
+        }
+    }
 }
 
 impl Drop for Upload {
@@ -278,9 +286,7 @@ pub(crate) async fn upload(
         )));
     }
     let mut file = tokio::fs::File::from_std(opened.file);
-    let mut upload = Upload {
-        writer: Some(BufWriter::with_capacity(store, to.clone(), PART).with_max_concurrency(2)),
-    };
+    let mut upload = Upload::new(store, to);
     let mut buf = vec![0u8; PIECE];
     let mut sent = 0u64;
     loop {
@@ -324,7 +330,7 @@ pub(crate) async fn upload(
 }
 
 /// An I/O error from the upload writer, without URLs.
-fn io_message(e: &std::io::Error) -> String {
+pub(crate) fn io_message(e: &std::io::Error) -> String {
     match e
         .get_ref()
         .and_then(|inner| inner.downcast_ref::<object_store::Error>())
