@@ -276,7 +276,8 @@ fn register_bucket_actions(
             format!("Delete bucket/key from {what}."),
         )
         .destructive()
-        .open_world(),
+        .open_world()
+        .timeout_s(300),
         move |_ctx: ToolContext, a: DeleteObject| {
             let c = c.clone();
             async move {
@@ -342,7 +343,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
              (unset ones keep the operator's). The secrets are never echoed or logged; a private endpoint \
              is reachable only if the operator's profile allows it.",
         )
-        .not_idempotent(),
+        .not_idempotent()
+        .timeout_s(60),
         move |_ctx: ToolContext, a: S3LaterInit| {
             let c = c.clone();
             async move { s3_later_init(&c, a) }
@@ -405,7 +407,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             "Delete a blob from an Azure container.",
         )
         .destructive()
-        .open_world(),
+        .open_world()
+        .timeout_s(300),
         move |_ctx: ToolContext, a: AzDeleteBlob| {
             let c = c.clone();
             async move {
@@ -459,7 +462,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
              server's lifetime. The secrets are never echoed or logged; a private endpoint is reachable only \
              if the operator's profile allows it.",
         )
-        .not_idempotent(),
+        .not_idempotent()
+        .timeout_s(60),
         move |_ctx: ToolContext, a: AzLaterInit| {
             let c = c.clone();
             async move { azure_later_init(&c, a) }

@@ -218,6 +218,11 @@ where
     F: Fn(Arc<Config>, ToolContext, A) -> Fut + Send + Sync + Clone + 'static,
     Fut: std::future::Future<Output = Result<O, ToolError>> + Send + 'static,
 {
+    // Every call is bounded: a store that stops answering cannot hold a call forever.
+    let meta = match meta.timeout {
+        Some(_) => meta,
+        None => meta.timeout_s(300),
+    };
     let c = cfg.clone();
     reg.add(meta, move |ctx: ToolContext, a: A| {
         let (c, f) = (c.clone(), f.clone());
