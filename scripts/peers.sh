@@ -23,6 +23,22 @@ if [ ! -f "$stamp" ]; then
       @modelcontextprotocol/inspector@2.12.0 >&2
   touch "$stamp"
 fi
+# Storage backends for maljan-files' remote actions (issue 22): an S3-compatible store (moto),
+# Azure Blob (Azurite), FTP/FTPS (pyftpdlib + pyOpenSSL for TLS), WebDAV (wsgidav + cheroot), and
+# OpenSSH's sshd for SFTP; boto3/paramiko come along for the side-by-side bench.
+storage_stamp="$PEERS/.installed-storage-v2"
+if [ ! -f "$storage_stamp" ]; then
+  echo "installing storage servers into $PEERS (once)" >&2
+  if [ ! -x "$PEERS/venv/bin/python" ]; then python3 -m venv "$PEERS/venv"; fi
+  "$PEERS/venv/bin/pip" install --quiet --disable-pip-version-check \
+      'moto[server]==5.2.5' 'boto3==1.44.8' 'pyftpdlib==2.2.0' 'pyopenssl==26.4.0' \
+      'wsgidav==4.4.0' 'cheroot==11.1.2' 'paramiko==5.1.0' 'azure-storage-blob==12.31.1' >&2
+  npm install --silent --no-audit --no-fund --prefix "$PEERS/node" azurite@3.35.0 >&2
+  if [ ! -x /usr/sbin/sshd ]; then
+    { apt-get update -qq && apt-get install -y -qq openssh-server; } >&2
+  fi
+  touch "$storage_stamp"
+fi
 # The analysis server's side-by-side peers (bench/analysis_peers.py): Detect It Easy's Python
 # binding with its signature database, and capa (flare-capa; it needs its rules, which PyPI does
 # not carry, so the bench says so when they are missing).
@@ -41,4 +57,8 @@ export MALJAN_CONFORMANCE="$MODS/@modelcontextprotocol/conformance/dist/index.js
 export MALJAN_SERVER_EVERYTHING="$MODS/@modelcontextprotocol/server-everything/dist/index.js"
 export MALJAN_SERVER_FILESYSTEM="$MODS/@modelcontextprotocol/server-filesystem/dist/index.js"
 export MALJAN_INSPECTOR="$MODS/.bin/mcp-inspector"
+export MALJAN_MOTO_SERVER="$PEERS/venv/bin/moto_server"
+export MALJAN_AZURITE_BLOB="$MODS/azurite/dist/src/blob/main.js"
+export MALJAN_WSGIDAV="$PEERS/venv/bin/wsgidav"
+export MALJAN_SSHD="/usr/sbin/sshd"
 ENV

@@ -23,6 +23,7 @@ async fn main() -> anyhow::Result<()> {
         roots,
         allow_loopback_downloads: false,
         extraction: Default::default(),
+        storage: Default::default(),
     });
     let server = ToolServer::new("maljan-files", env!("CARGO_PKG_VERSION"), registry);
     serve_stdio(server, StdioOptions::default()).await

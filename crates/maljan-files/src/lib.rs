@@ -3,8 +3,10 @@
 //!
 //! It owns the actions themselves (local files and directories, archives, checksums and integrity,
 //! search, the guarded HTTP download, text, structured data, crypto, conditional dispatch and the
-//! action-list executors) and the per-server state some of them keep (integrity watches). Every
-//! path argument goes through the server's [`Roots`](maljan_server::Roots).
+//! action-list executors, remote storage: S3, Azure Blob and GCS over the operator's storage
+//! profiles) and the per-server state some of them keep (integrity watches, storage sessions).
+//! Every local path argument goes through the server's [`Roots`](maljan_server::Roots); every
+//! remote endpoint through the same SSRF policy as FA_download_file.
 //!
 //! It builds on maljan-server only. It must not depend on the client runtime (maljan-client), on
 //! rmcp or on any transport: serving is the framework's job.
@@ -12,6 +14,7 @@
 use std::sync::Arc;
 
 use maljan_server::{Registry, Roots};
+pub use storage::StorageConfig;
 pub use unzip::ExtractionLimits;
 
 mod archive;
@@ -32,6 +35,7 @@ mod local;
 mod parquet;
 mod paths;
 mod search;
+pub mod storage;
 mod sync;
 mod tar;
 mod text;
@@ -50,6 +54,8 @@ pub struct FilesConfig {
     pub allow_loopback_downloads: bool,
     /// Bounds on what one zip extraction may write.
     pub extraction: ExtractionLimits,
+    /// The operator's remote storage profiles (`--storage-config`); empty by default.
+    pub storage: StorageConfig,
 }
 
 /// What every action of this crate shares: the configuration and the server's own state.
@@ -57,6 +63,8 @@ pub(crate) struct Config {
     pub(crate) roots: Roots,
     pub(crate) allow_loopback_downloads: bool,
     pub(crate) extraction: ExtractionLimits,
+    /// Storage profiles and the stores built from them.
+    pub(crate) storage: storage::Storage,
     /// Running integrity monitors (FA_integrity_watch_*), stopped when the server goes away.
     pub(crate) watches: watch::Watches,
     /// Each tool's parameter names in order, to bind positional arguments in action lists.
@@ -69,6 +77,7 @@ pub fn registry(config: FilesConfig) -> Registry {
         roots: config.roots,
         allow_loopback_downloads: config.allow_loopback_downloads,
         extraction: config.extraction,
+        storage: storage::Storage::new(config.storage),
         watches: Default::default(),
         params: Default::default(),
     });
@@ -93,6 +102,8 @@ pub fn registry(config: FilesConfig) -> Registry {
     executor::register(&mut reg, &cfg);
     conditional::register(&mut reg, &cfg);
     dag::register(&mut reg, &cfg);
+    storage::cloud_actions::register(&mut reg, &cfg);
+    storage::storage_actions::register(&mut reg, &cfg);
     let params = reg
         .tools()
         .iter()

@@ -337,6 +337,7 @@ pub(crate) fn rooted_at(dir: &Path) -> Config {
         roots: maljan_server::Roots::new([dir]).unwrap(),
         allow_loopback_downloads: false,
         extraction: Default::default(),
+        storage: Default::default(),
         watches: Default::default(),
         params: Default::default(),
     }

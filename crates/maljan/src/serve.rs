@@ -52,6 +52,10 @@ pub struct PolicyArgs {
     /// The most a zip may expand to, as a multiple of its own size (files).
     #[arg(long, default_value_t = 200, value_name = "N")]
     pub max_expansion_ratio: u64,
+    /// The remote storage profiles (TOML: `[s3.NAME]`, `[azure_blob.NAME]`, `[gcs.NAME]`) the
+    /// FA_s3_*, FA_azure_blob_* and FA_gcs_* actions use (files). Read once at start-up.
+    #[arg(long, value_name = "FILE", env = "MALJAN_STORAGE_CONFIG")]
+    pub storage_config: Option<PathBuf>,
     /// Directory of YARA rules for yara_scan (analysis).
     #[arg(long, value_name = "DIR", env = "MALJAN_YARA_RULES")]
     pub rules_dir: Option<PathBuf>,
@@ -173,6 +177,11 @@ pub fn build_server(
                 max_bytes: policy.max_extracted_bytes,
                 max_files: policy.max_extracted_files,
                 max_ratio: policy.max_expansion_ratio,
+            },
+            storage: match &policy.storage_config {
+                Some(path) => maljan_files::StorageConfig::load(path)
+                    .map_err(|e| anyhow::anyhow!("--storage-config: {e}"))?,
+                None => Default::default(),
             },
         }),
         BuiltIn::Analysis => maljan_analysis::registry(maljan_analysis::AnalysisConfig {
@@ -331,6 +340,7 @@ mod tests {
             max_extracted_bytes: 4 << 30,
             max_extracted_files: 100_000,
             max_expansion_ratio: 200,
+            storage_config: None,
             rules_dir: None,
             no_builtin_rules: false,
         };

@@ -33,12 +33,30 @@ impl Harness {
         loopback: bool,
         extraction: maljan_files::ExtractionLimits,
     ) -> Self {
+        Self::full(narrow, loopback, extraction, Default::default())
+    }
+
+    /// A server with these remote storage profiles.
+    pub fn with_storage(
+        storage: maljan_files::StorageConfig,
+        narrow: impl FnOnce(&mut maljan_server::Registry),
+    ) -> Self {
+        Self::full(narrow, false, Default::default(), storage)
+    }
+
+    fn full(
+        narrow: impl FnOnce(&mut maljan_server::Registry),
+        loopback: bool,
+        extraction: maljan_files::ExtractionLimits,
+        storage: maljan_files::StorageConfig,
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let roots = Roots::new([dir.path()]).unwrap();
         let mut reg = registry(FilesConfig {
             roots,
             allow_loopback_downloads: loopback,
             extraction,
+            storage,
         });
         narrow(&mut reg);
         let server = ToolServer::new("files-test", "0", reg);
