@@ -74,11 +74,8 @@ fn close_open(text: &str) -> Option<String> {
             '"' => in_string = true,
             '{' => stack.push('}'),
             '[' => stack.push(']'),
-            '}' | ']' => {
-                if stack.pop() != Some(c) {
-                    return None;
-                }
-            }
+            // The guard pops: a closer that does not match what is open cannot be repaired.
+            '}' | ']' if stack.pop() != Some(c) => return None,
             _ => {}
         }
     }

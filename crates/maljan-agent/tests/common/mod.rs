@@ -117,14 +117,20 @@ pub fn verdict_text(word: &str, ids: &[&str]) -> String {
     .to_string()
 }
 
-/// The text of every tool result the model was sent, over all requests.
+/// The text of every tool result the model was sent.
 pub fn tool_results_sent(model: &ScriptedModel) -> Vec<String> {
+    // The analyst's last request holds every result so far (the judge's is a fresh conversation).
     let mut out = Vec::new();
-    if let Some(last) = model.requests().last() {
-        for m in last["body"]["messages"].as_array().into_iter().flatten() {
-            if m["role"] == "tool" {
-                out.push(m["content"].as_str().unwrap_or("").to_string());
-            }
+    for req in model.requests() {
+        let results: Vec<String> = req["body"]["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| m["content"].as_str().unwrap_or("").to_string())
+            .collect();
+        if !results.is_empty() {
+            out = results;
         }
     }
     out
