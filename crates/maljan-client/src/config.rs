@@ -158,6 +158,14 @@ pub struct ServerConfig {
     pub tools: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub label: String,
+    /// The agent fills this server's sample-path argument itself (the model never sees it).
+    /// Absent: yes for the built-in analysis server, no elsewhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin_sample: Option<bool>,
+    /// Offer this server's destructive tools (destructiveHint, the files server's writing
+    /// actions) to a model. Off unless set.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub offer_destructive: bool,
 }
 
 fn yes() -> bool {
@@ -205,6 +213,139 @@ impl BreakerConfig {
     }
     pub fn connect_timeout(&self) -> Duration {
         Duration::from_secs_f64(self.connect_timeout_seconds.max(0.001))
+    }
+}
+
+/// The model APIs the agent speaks.
+pub const LLM_PROVIDERS: &[&str] = &["openai", "anthropic"];
+
+/// `[llm]`: the model the agent stages use, and its fallbacks.
+///
+/// ```toml
+/// [llm]
+/// provider = "openai"                 # or "anthropic"
+/// base_url = "http://127.0.0.1:8000/v1"
+/// model = "qwen2.5-14b-instruct"
+/// context_window = 32768              # tokens; sizes what a tool answer may take
+/// api_key = "enc:v1:…"                # written by `maljan llm set-key`
+/// fallbacks = [{ provider = "anthropic", model = "claude-sonnet-4-5" }]
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmConfig {
+    pub provider: String,
+    /// Empty: the provider's public API.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub base_url: String,
+    pub model: String,
+    #[serde(default = "default_context_window")]
+    pub context_window: u32,
+    /// `enc:v1:…` (see `secrets`); never plain text if written by maljan.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub api_key: String,
+    /// One request's deadline.
+    #[serde(default = "default_llm_timeout")]
+    pub timeout_seconds: f64,
+    /// The most tokens one answer may take.
+    #[serde(default = "default_max_output")]
+    pub max_output_tokens: u32,
+    /// Tried in order, only when the one before fails as a provider (unreachable, timeout, 429 or
+    /// 5xx after its Retry-After, unknown model).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallbacks: Vec<LlmFallback>,
+}
+
+/// One `[llm].fallbacks` entry: what it does not say is taken from `[llm]` when the provider is
+/// the same (base_url, key), else the provider's defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LlmFallback {
+    pub provider: String,
+    pub model: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub base_url: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub api_key: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u32>,
+}
+
+fn default_context_window() -> u32 {
+    32768
+}
+fn default_llm_timeout() -> f64 {
+    120.0
+}
+fn default_max_output() -> u32 {
+    2048
+}
+
+impl LlmConfig {
+    /// `[llm]` with only what must be said.
+    pub fn new(provider: &str, base_url: &str, model: &str) -> Self {
+        Self {
+            provider: provider.into(),
+            base_url: base_url.into(),
+            model: model.into(),
+            context_window: default_context_window(),
+            api_key: String::new(),
+            timeout_seconds: default_llm_timeout(),
+            max_output_tokens: default_max_output(),
+            fallbacks: Vec::new(),
+        }
+    }
+
+    /// (key, problem) of the first thing wrong.
+    pub fn validate(&self) -> Result<(), (String, String)> {
+        let check = |key: String, provider: &str, model: &str, base_url: &str| {
+            if !LLM_PROVIDERS.contains(&provider) {
+                return Err((
+                    format!("{key}.provider"),
+                    format!("{provider:?} is not one of {}", LLM_PROVIDERS.join(", ")),
+                ));
+            }
+            if model.trim().is_empty() {
+                return Err((format!("{key}.model"), "must name a model".into()));
+            }
+            if !base_url.is_empty() {
+                match reqwest::Url::parse(base_url) {
+                    Ok(u) if matches!(u.scheme(), "http" | "https") && u.query().is_none() => {}
+                    Ok(_) => {
+                        return Err((
+                            format!("{key}.base_url"),
+                            "must be an http or https URL without a query string".into(),
+                        ));
+                    }
+                    Err(e) => return Err((format!("{key}.base_url"), format!("not a URL: {e}"))),
+                }
+            }
+            Ok(())
+        };
+        check("llm".into(), &self.provider, &self.model, &self.base_url)?;
+        if self.context_window < 1024 {
+            return Err((
+                "llm.context_window".into(),
+                "must be at least 1024 tokens".into(),
+            ));
+        }
+        if !self.timeout_seconds.is_finite() || self.timeout_seconds <= 0.0 {
+            return Err((
+                "llm.timeout_seconds".into(),
+                "must be a number of seconds > 0".into(),
+            ));
+        }
+        if self.max_output_tokens == 0 {
+            return Err(("llm.max_output_tokens".into(), "must be at least 1".into()));
+        }
+        for (i, f) in self.fallbacks.iter().enumerate() {
+            check(
+                format!("llm.fallbacks[{i}]"),
+                &f.provider,
+                &f.model,
+                &f.base_url,
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -260,6 +401,9 @@ pub struct Config {
     pub core: CoreConfig,
     #[serde(default)]
     pub servers: BTreeMap<String, ServerConfig>,
+    /// The model the agent stages talk to; absent = triage only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<LlmConfig>,
     /// Where it was read from (not serialised).
     #[serde(skip)]
     pub path: PathBuf,
@@ -398,6 +542,10 @@ impl Config {
         }
         for (name, s) in &self.servers {
             validate_server(&self.path, name, s)?;
+        }
+        if let Some(llm) = &self.llm {
+            llm.validate()
+                .map_err(|(key, problem)| self.err(key, problem))?;
         }
         Ok(())
     }
@@ -606,6 +754,35 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("carrier-pigeon"), "{e}");
+    }
+
+    #[test]
+    fn the_llm_section_is_read_and_checked() {
+        let c = Config::parse(
+            "[llm]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:8000/v1\"\nmodel = \"m\"\nfallbacks = [{ provider = \"anthropic\", model = \"c\" }]\n",
+            Path::new("/c.toml"),
+        )
+        .unwrap();
+        let llm = c.llm.unwrap();
+        assert_eq!((llm.context_window, llm.fallbacks.len()), (32768, 1));
+        let e = Config::parse(
+            "[llm]\nprovider = \"gopher\"\nmodel = \"m\"\n",
+            Path::new("/c.toml"),
+        )
+        .unwrap_err();
+        assert_eq!(e.key, "llm.provider");
+        let e = Config::parse(
+            "[llm]\nprovider = \"openai\"\nmodel = \"m\"\nfallbacks = [{ provider = \"openai\", model = \"\" }]\n",
+            Path::new("/c.toml"),
+        )
+        .unwrap_err();
+        assert_eq!(e.key, "llm.fallbacks[0].model");
+        let e = Config::parse(
+            "[llm]\nprovider = \"openai\"\nmodel = \"m\"\nbase_url = \"http://h/v1?key=x\"\n",
+            Path::new("/c.toml"),
+        )
+        .unwrap_err();
+        assert_eq!(e.key, "llm.base_url");
     }
 
     #[test]

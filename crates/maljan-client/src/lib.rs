@@ -40,9 +40,11 @@ pub mod time;
 pub mod transport;
 
 pub use breaker::{Breaker, RestEvent};
-pub use config::{BreakerConfig, Config, ConfigError, ServerConfig, TransportKind};
+pub use config::{
+    BreakerConfig, Config, ConfigError, LlmConfig, LlmFallback, ServerConfig, TransportKind,
+};
 pub use job::{CallRecord, Job, JobSpec, JobStatus, ProgressFn, Sample, ServerHandle};
-pub use ledger::{JobRow, Ledger, LedgerEntry};
+pub use ledger::{JobRow, Ledger, LedgerEntry, ModelUsage};
 pub use maljan_protocol::{ErrorCode, Manifest, ManifestTool};
 pub use manifest::{ServerView, ToolInfo};
 pub use outcome::CallError;

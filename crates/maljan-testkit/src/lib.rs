@@ -6,6 +6,8 @@
 //!   `FIXTURE_DELAY_MS`), `fixture-flood` (stderr is flooded while it serves) and `fixture-echo`
 //!   (answers at once: the bare-transport baseline for benchmarks). Every fixture also has
 //!   `echo`, `fail` (a maljan-shaped tool error), `stats` and `capabilities`.
+//! - `fixture-model`, the scripted model server (OpenAI Chat Completions and Anthropic Messages,
+//!   driven by a JSON script of turns; [`model`]), and [`ScriptedModel`] to start one from a test.
 //! - The conformance client (`maljan-conformance-client`) for the official suite's client
 //!   scenarios, built on maljan-client's runtime.
 //! - [`bin_path`]: builds this crate's (or another package's) binaries once per test process and
@@ -17,6 +19,7 @@
 //! code under test would share its bugs.
 
 pub mod fixture;
+pub mod model;
 
 use std::{
     path::PathBuf,
@@ -125,4 +128,58 @@ pub fn wait_answering(addr: &str, path: &str) {
         std::thread::sleep(Duration::from_millis(50));
     }
     panic!("no HTTP answer from {addr}{path} within 60 s: {last}");
+}
+
+/// A running `fixture-model`, killed when dropped. `url` is its base URL (`http://127.0.0.1:P/v1`).
+pub struct ScriptedModel {
+    pub url: String,
+    pub log: PathBuf,
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+impl ScriptedModel {
+    /// Starts the fixture with `script` (`{"model", "turns": [...]}`, see [`model`]).
+    pub fn start(script: &serde_json::Value) -> Self {
+        use std::io::BufRead;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let script_path = dir.path().join("script.json");
+        std::fs::write(&script_path, script.to_string()).expect("write script");
+        let log = dir.path().join("requests.jsonl");
+        let mut child = Command::new(bin_path("fixture-model"))
+            .arg("--script")
+            .arg(&script_path)
+            .arg("--log")
+            .arg(&log)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start fixture-model");
+        let mut line = String::new();
+        let out = child.stdout.take().expect("stdout");
+        std::io::BufReader::new(out)
+            .read_line(&mut line)
+            .expect("fixture-model prints its URL");
+        Self {
+            url: line.trim().to_string(),
+            log,
+            child,
+            _dir: dir,
+        }
+    }
+
+    /// The requests it received so far, oldest first: `{"path", "auth", "api_key", "body"}` each.
+    pub fn requests(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+}
+
+impl Drop for ScriptedModel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

@@ -30,10 +30,12 @@ pub mod plan;
 pub mod render;
 pub mod report;
 pub mod run;
+pub mod verdict;
 
 pub use plan::{Plan, PlanError, Step};
 pub use render::Format;
 pub use report::{Report, Status, StepReport, StepStatus};
 pub use run::{Progress, Quiet, TriageOptions, run_triage};
+pub use verdict::{Verdict, VerdictSource, VerdictWord};
 #[cfg(feature = "terminal")]
 pub mod term;

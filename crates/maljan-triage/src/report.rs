@@ -7,6 +7,11 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::verdict::{
+    AgentReport, Claim, StageReport, Technique, TokenUsage, Turn, TurnCall, Verdict, VerdictSource,
+    VerdictWord, WithheldTool,
+};
+
 /// The JSON report's schema identifier. Bump the suffix on a breaking change; adding fields is not one.
 pub const SCHEMA: &str = "maljan.triage.report/v1";
 
@@ -20,6 +25,8 @@ pub enum Status {
     Degraded,
     /// No step produced an answer: there is nothing to read about the sample.
     Failed,
+    /// The operator cancelled the run (Ctrl-C): the report holds what was done until then.
+    Cancelled,
 }
 
 impl Status {
@@ -28,15 +35,18 @@ impl Status {
             Self::Complete => "complete",
             Self::Degraded => "degraded",
             Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
         }
     }
 
-    /// The process exit status: 0 complete, 3 degraded, 4 failed.
+    /// The process exit status: 0 complete, 3 degraded, 4 failed, 130 cancelled (as a shell
+    /// reports a command ended by SIGINT).
     pub fn exit_code(self) -> u8 {
         match self {
             Self::Complete => 0,
             Self::Degraded => 3,
             Self::Failed => 4,
+            Self::Cancelled => 130,
         }
     }
 }
@@ -45,6 +55,9 @@ impl Status {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     pub schema: String,
+    /// The verdict: the judge's when a model gave a checked one, else the heuristic's. Null only
+    /// in a report made by the triage library alone (maljan-agent always sets it).
+    pub verdict: Option<Verdict>,
     pub job_id: String,
     /// RFC 3339, UTC, when the run finished.
     pub generated_at: String,
@@ -61,6 +74,9 @@ pub struct Report {
     /// Tools the plan wanted that a server's manifest says cannot run on its host (not called).
     pub unavailable: Vec<Unavailable>,
     pub steps: Vec<StepReport>,
+    /// The agent stages (analyst, judge) when a model was configured; null for triage alone.
+    #[serde(default)]
+    pub agent: Option<AgentReport>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

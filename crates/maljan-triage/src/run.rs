@@ -24,6 +24,11 @@ pub struct TriageOptions {
     pub plan: Plan,
     /// Servers to use, in order of preference; None = every enabled server (plus none else).
     pub servers: Option<Vec<String>>,
+    /// Leave the job open at the end (the agent stages follow and end it).
+    pub keep_job_open: bool,
+    /// Cancels the run (Ctrl-C): the call in flight is cancelled, the steps left are skipped,
+    /// and the report's status is `cancelled`.
+    pub cancel: Option<tokio_util::sync::CancellationToken>,
 }
 
 /// Progress callbacks (a terminal UI, a web console). All default to nothing.
@@ -71,8 +76,13 @@ pub async fn run_triage(job: &Arc<Job>, opts: &TriageOptions, progress: &dyn Pro
     let mut identify_server: Option<String> = None;
     let mut identify_answer: Option<Value> = None;
 
+    let cancelled = || opts.cancel.as_ref().is_some_and(|c| c.is_cancelled());
     for (i, step) in opts.plan.steps.iter().enumerate() {
         let index = i + 1;
+        if cancelled() {
+            state.cancelled = true;
+            break;
+        }
         let mut report = StepReport {
             index,
             title: step.heading(),
@@ -206,9 +216,18 @@ pub async fn run_triage(job: &Arc<Job>, opts: &TriageOptions, progress: &dyn Pro
             .handle
             .as_ref()
             .expect("picked servers have a handle");
-        let rec = handle
-            .call(&tool, step.arguments(&path, &name, &sha256))
-            .await;
+        let args = step.arguments(&path, &name, &sha256);
+        let rec = match &opts.cancel {
+            Some(c) => handle.call_cancellable(&tool, args, c).await,
+            None => handle.call(&tool, args).await,
+        };
+        if rec
+            .error
+            .as_ref()
+            .is_some_and(|e| e.code.as_str() == "cancelled")
+        {
+            state.cancelled = true;
+        }
         *state.per_server.entry(server_name.clone()).or_default() += 1;
         report.evidence.push(rec.ev_id.clone());
         report.duration_ms = to_microseconds(rec.duration_ms);
@@ -236,10 +255,16 @@ pub async fn run_triage(job: &Arc<Job>, opts: &TriageOptions, progress: &dyn Pro
         state.steps.push(report);
     }
 
-    finish(job, connected, state, started)
+    finish(job, connected, state, started, opts.keep_job_open)
 }
 
-fn finish(job: &Arc<Job>, connected: Vec<Connected>, state: RunState, started: Instant) -> Report {
+fn finish(
+    job: &Arc<Job>,
+    connected: Vec<Connected>,
+    state: RunState,
+    started: Instant,
+    keep_open: bool,
+) -> Report {
     let servers: Vec<ServerInfo> = connected
         .into_iter()
         .map(|mut c| {
@@ -250,20 +275,21 @@ fn finish(job: &Arc<Job>, connected: Vec<Connected>, state: RunState, started: I
     let sample = sample_info(job, &state.steps);
     let degradations = job.degradations();
     let any_answer = state.steps.iter().any(|s| s.status == StepStatus::Ok);
-    let status = if !any_answer && !state.steps.is_empty() {
+    let status = if state.cancelled {
+        Status::Cancelled
+    } else if !any_answer && !state.steps.is_empty() {
         Status::Failed
     } else if !degradations.is_empty() || !state.failures.is_empty() {
         Status::Degraded
     } else {
         Status::Complete
     };
-    job.finish_as(match status {
-        Status::Complete => JobStatus::Complete,
-        Status::Degraded => JobStatus::Degraded,
-        Status::Failed => JobStatus::Failed,
-    });
+    if !keep_open {
+        job.finish_as(job_status(status));
+    }
     Report {
         schema: SCHEMA.to_string(),
+        verdict: None,
         job_id: job.id().to_string(),
         generated_at: maljan_client::time::rfc3339_ms(maljan_client::time::now_ms()),
         maljan_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -275,6 +301,17 @@ fn finish(job: &Arc<Job>, connected: Vec<Connected>, state: RunState, started: I
         failures: state.failures,
         unavailable: state.unavailable,
         steps: state.steps,
+        agent: None,
+    }
+}
+
+/// The job status a report's status records in the ledger.
+pub fn job_status(status: Status) -> JobStatus {
+    match status {
+        Status::Complete => JobStatus::Complete,
+        Status::Degraded => JobStatus::Degraded,
+        Status::Failed => JobStatus::Failed,
+        Status::Cancelled => JobStatus::Cancelled,
     }
 }
 
@@ -284,6 +321,7 @@ struct RunState {
     failures: Vec<Failure>,
     unavailable: Vec<Unavailable>,
     per_server: BTreeMap<String, usize>,
+    cancelled: bool,
 }
 
 impl RunState {

@@ -144,6 +144,7 @@ async fn a_hanging_server_is_one_failure_line_with_its_remedy_and_the_rest_is_wh
         &TriageOptions {
             plan,
             servers: None,
+            ..Default::default()
         },
         &Quiet,
     )

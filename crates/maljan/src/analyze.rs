@@ -9,8 +9,10 @@ use std::{
 
 use anyhow::{Context, bail};
 use clap::Args;
-use maljan_client::{Config, JobSpec, Runtime};
-use maljan_triage::{Format, Plan, TriageOptions, render, run_triage, term::TerminalProgress};
+use maljan_agent::{AgentOptions, Models, Stages, llm};
+use maljan_client::{Config, JobSpec, KeySource, Runtime};
+use maljan_triage::{Format, Plan, TriageOptions, render, term::TerminalProgress};
+use tokio_util::sync::CancellationToken;
 
 const EXIT_HELP: &str = "\
 Exit status:
@@ -24,7 +26,13 @@ Exit status:
 The steps: identify_file, hashes, the format's own tool (pe_info, elf_info, macho_info,
 document_info or archive_list, chosen from identify_file's answer), strings, iocs_from_file,
 yara_scan, then any extra steps of a triage.toml beside the config file (or --steps FILE).
-With no config file the built-in `analysis` and `files` servers are used, offline.";
+With no config file the built-in `analysis` and `files` servers are used, offline.
+
+With a model configured ([llm] in config.toml, or MALJAN_LLM_PROVIDER / MALJAN_LLM_BASE_URL /
+MALJAN_LLM_MODEL / MALJAN_LLM_API_KEY for one run), the analyst stage lets the model call the tools
+and the judge stage gives a verdict citing evidence ids; stages and budgets: agent.toml beside the
+config file. Without one (or with --no-agent) the verdict is the heuristic one. Ctrl-C cancels the
+run: the report is still written, marked cancelled (exit status 130).";
 
 #[derive(Args)]
 #[command(after_long_help = EXIT_HELP)]
@@ -46,6 +54,12 @@ pub struct AnalyzeArgs {
     /// A triage plan (TOML: `steps`, `extra_steps`); default: triage.toml beside the config file.
     #[arg(long, value_name = "FILE")]
     pub steps: Option<PathBuf>,
+    /// Triage only (and the heuristic verdict), even when a model is configured.
+    #[arg(long)]
+    pub no_agent: bool,
+    /// The model to use instead of the configured one (same provider and base_url).
+    #[arg(long, value_name = "M", conflicts_with = "no_agent")]
+    pub model: Option<String>,
 }
 
 pub async fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
@@ -90,6 +104,25 @@ pub async fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         tracing::debug!("triage plan from {f}");
     }
 
+    let endpoints = if args.no_agent {
+        eprintln!("--no-agent: triage only, with the heuristic verdict");
+        None
+    } else {
+        let keys = KeySource::in_dir(&config.data_dir);
+        let eps = llm::resolve(
+            &config,
+            &keys,
+            &llm::Overrides::from_env(),
+            args.model.as_deref(),
+        )?;
+        if eps.is_none() {
+            eprintln!(
+                "no model configured ([llm] in config.toml, or MALJAN_LLM_MODEL): triage only, with the heuristic verdict"
+            );
+        }
+        eps
+    };
+    let stages = Stages::discover(&config.path).map_err(anyhow::Error::msg)?;
     let runtime = Runtime::open(config)?;
     let job = runtime.new_job(JobSpec::for_sample(&sample))?;
     let progress = Arc::new(TerminalProgress::new());
@@ -97,11 +130,25 @@ pub async fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         let bars = progress.clone();
         job.on_upload_progress(move |p| bars.upload(p));
     }
-    let report = run_triage(
+    let cancel = CancellationToken::new();
+    let on_interrupt = cancel.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("cancelling: the calls in flight are cancelled, the report is still written");
+            on_interrupt.cancel();
+        }
+    });
+    let report = maljan_agent::analyze(
         &job,
-        &TriageOptions {
-            plan,
-            servers: args.servers.clone(),
+        AgentOptions {
+            triage: TriageOptions {
+                plan,
+                servers: args.servers.clone(),
+                ..Default::default()
+            },
+            models: endpoints.map(|e| Arc::new(Models::new(e))),
+            stages,
+            cancel,
         },
         progress.as_ref(),
     )
@@ -137,6 +184,23 @@ pub async fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     for f in &report.failures {
         eprintln!("  {}× {} {}: {}", f.count, f.code, f.tool, f.remediation);
     }
+    if let Some(v) = &report.verdict {
+        eprintln!(
+            "verdict: {} (confidence {:.2}, {}{}), {} claim{}",
+            v.verdict.as_str(),
+            v.confidence,
+            v.source.as_str(),
+            v.model
+                .as_ref()
+                .map(|m| format!(" {m}"))
+                .unwrap_or_default(),
+            v.claims.len(),
+            if v.claims.len() == 1 { "" } else { "s" }
+        );
+        if let Some(d) = &v.degradation {
+            eprintln!("  {d}");
+        }
+    }
     // The path on stdout: the one thing a script wants from this command.
     println!("{}", path.display());
     Ok(ExitCode::from(report.status.exit_code()))
@@ -146,7 +210,7 @@ pub async fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
 /// a sample elsewhere would be refused with path_outside_roots on first run. Adding the sample's
 /// directory as a root keeps the no-config path working from anywhere — only for the built-ins:
 /// a config file is the operator's whole truth.
-fn allow_sample_dir(config: &mut Config, sample: &Path) {
+pub(crate) fn allow_sample_dir(config: &mut Config, sample: &Path) {
     let (Some(dir), Ok(cwd)) = (sample.parent(), std::env::current_dir()) else {
         return;
     };

@@ -276,6 +276,7 @@ fn add(a: AddArgs) -> anyhow::Result<ExitCode> {
         enabled: !a.disabled,
         tools: (!a.tools.is_empty()).then_some(a.tools),
         label: a.label.unwrap_or_default(),
+        ..Default::default()
     };
     c.servers.insert(a.name.clone(), entry);
     c.save()?;

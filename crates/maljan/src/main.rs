@@ -1,6 +1,7 @@
 //! The `maljan` command: argument parsing, wiring and printing only. Everything a library user
 //! could want lives in the crates (maljan-server, maljan-files, maljan-analysis, maljan-client).
 
+mod agent_cmds;
 mod analyze;
 mod client_cmds;
 mod serve;
@@ -33,6 +34,12 @@ enum Command {
     Call(client_cmds::CallArgs),
     /// Show the ledger of recorded tool calls.
     Ledger(client_cmds::LedgerArgs),
+    /// The model the agent stages use: store its key, test it.
+    #[command(subcommand)]
+    Llm(agent_cmds::LlmCommand),
+    /// The agent: the tool catalog a model gets.
+    #[command(subcommand)]
+    Agent(agent_cmds::AgentCommand),
 }
 
 fn main() -> std::process::ExitCode {
@@ -64,6 +71,8 @@ fn main() -> std::process::ExitCode {
             Command::Servers(cmd) => client_cmds::servers(cmd).await,
             Command::Call(args) => client_cmds::call(args).await,
             Command::Ledger(args) => client_cmds::ledger(args).await,
+            Command::Llm(cmd) => agent_cmds::llm_cmd(cmd).await,
+            Command::Agent(cmd) => agent_cmds::agent_cmd(cmd).await,
         }
     });
     // Blocking work still running (a read from a FIFO, a tool whose caller is gone) is not

@@ -118,6 +118,34 @@ impl ServerHandle {
         self.record(ev_id, started, tool, args, outcome).await
     }
 
+    /// [`Self::call`], ended early when `cancel` fires: the request is cancelled on the server
+    /// (`notifications/cancelled`, as for any abandoned call) and the call is recorded with the
+    /// error code `cancelled`.
+    pub async fn call_cancellable(
+        &self,
+        tool: &str,
+        args: Value,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> CallRecord {
+        let ev_id = self.job.next_ev_id();
+        let started = SystemTime::now();
+        let began = std::time::Instant::now();
+        let outcome = tokio::select! {
+            o = self.call_inner(tool, &args) => o,
+            () = cancel.cancelled() => (
+                None,
+                Some(CallError::new(
+                    ErrorCode::Other("cancelled".into()),
+                    "the job was cancelled while this call was in flight",
+                ).with_remediation("run the job again")),
+                Duration::ZERO,
+                began.elapsed(),
+                false,
+            ),
+        };
+        self.record(ev_id, started, tool, args, outcome).await
+    }
+
     async fn record(
         &self,
         ev_id: String,

@@ -110,6 +110,8 @@ pub enum JobStatus {
     Complete,
     Degraded,
     Failed,
+    /// The operator cancelled it (Ctrl-C).
+    Cancelled,
 }
 
 impl JobStatus {
@@ -118,6 +120,7 @@ impl JobStatus {
             Self::Complete => "complete",
             Self::Degraded => "degraded",
             Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
         }
     }
 }

@@ -62,6 +62,18 @@ pub struct LedgerEntry {
     pub trial: bool,
 }
 
+/// One model request of a job, as the ledger keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelUsage {
+    pub job_id: String,
+    pub stage: String,
+    pub provider: String,
+    pub model: String,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub duration_ms: f64,
+}
+
 /// A job as the ledger knows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobRow {
@@ -136,6 +148,26 @@ CREATE TABLE IF NOT EXISTS degradations(
     reason TEXT NOT NULL,
     at_ms INTEGER NOT NULL,
     UNIQUE(job_id, reason)
+);
+-- What the agent notes about a call (arguments repaired, a repeat answered from the ledger).
+CREATE TABLE IF NOT EXISTS call_notes(
+    id INTEGER PRIMARY KEY,
+    job_id TEXT NOT NULL,
+    ev_id TEXT NOT NULL,
+    note TEXT NOT NULL,
+    at_ms INTEGER NOT NULL
+);
+-- Each model request of a job: which stage, which model, the tokens it took.
+CREATE TABLE IF NOT EXISTS model_usage(
+    id INTEGER PRIMARY KEY,
+    job_id TEXT NOT NULL,
+    stage TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    model TEXT NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    duration_ms REAL NOT NULL,
+    at_ms INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS rests(
     id INTEGER PRIMARY KEY,
@@ -301,6 +333,69 @@ impl Ledger {
         })
     }
 
+    /// Notes something about one recorded call (the agent: "arguments repaired", …).
+    pub fn add_call_note(&self, job_id: &str, ev_id: &str, note: &str) -> Result<(), LedgerError> {
+        let (job_id, ev_id, note) = (job_id.to_string(), ev_id.to_string(), note.to_string());
+        self.write(move |c| {
+            c.prepare_cached(
+                "INSERT INTO call_notes(job_id, ev_id, note, at_ms) VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![job_id, ev_id, note, crate::time::now_ms()])
+        })
+    }
+
+    /// A job's call notes, oldest first: (ev_id, note).
+    pub fn call_notes(&self, job_id: &str) -> Result<Vec<(String, String)>, LedgerError> {
+        let job_id = job_id.to_string();
+        self.read(move |conn| {
+            let mut st =
+                conn.prepare("SELECT ev_id, note FROM call_notes WHERE job_id = ?1 ORDER BY id")?;
+            st.query_map([job_id], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect()
+        })
+    }
+
+    /// Records one model request's tokens.
+    pub fn record_model_usage(&self, u: ModelUsage) -> Result<(), LedgerError> {
+        self.write(move |c| {
+            c.prepare_cached(
+                "INSERT INTO model_usage(job_id, stage, provider, model, input_tokens, output_tokens, duration_ms, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )?
+            .execute(params![
+                u.job_id,
+                u.stage,
+                u.provider,
+                u.model,
+                u.input_tokens as i64,
+                u.output_tokens as i64,
+                u.duration_ms,
+                crate::time::now_ms()
+            ])
+        })
+    }
+
+    /// A job's model requests, oldest first.
+    pub fn model_usage(&self, job_id: &str) -> Result<Vec<ModelUsage>, LedgerError> {
+        let job_id = job_id.to_string();
+        self.read(move |conn| {
+            let mut st = conn.prepare(
+                "SELECT job_id, stage, provider, model, input_tokens, output_tokens, duration_ms FROM model_usage WHERE job_id = ?1 ORDER BY id",
+            )?;
+            st.query_map([job_id], |r| {
+                Ok(ModelUsage {
+                    job_id: r.get(0)?,
+                    stage: r.get(1)?,
+                    provider: r.get(2)?,
+                    model: r.get(3)?,
+                    input_tokens: r.get::<_, i64>(4)? as u64,
+                    output_tokens: r.get::<_, i64>(5)? as u64,
+                    duration_ms: r.get(6)?,
+                })
+            })?
+            .collect()
+        })
+    }
+
     /// Runs a read on the writer thread (after the writes queued before it).
     fn read<T: Send + 'static>(
         &self,
@@ -436,6 +531,30 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o077, 0);
+    }
+
+    #[test]
+    fn call_notes_and_model_usage_read_back_per_job() {
+        let l = Ledger::open_in_memory();
+        l.add_call_note("j", "ev_0002", "arguments repaired")
+            .unwrap();
+        l.add_call_note("k", "ev_0001", "other job").unwrap();
+        assert_eq!(
+            l.call_notes("j").unwrap(),
+            [("ev_0002".to_string(), "arguments repaired".to_string())]
+        );
+        let u = ModelUsage {
+            job_id: "j".into(),
+            stage: "analyst".into(),
+            provider: "openai".into(),
+            model: "m".into(),
+            input_tokens: 120,
+            output_tokens: 7,
+            duration_ms: 3.5,
+        };
+        l.record_model_usage(u.clone()).unwrap();
+        assert_eq!(l.model_usage("j").unwrap(), [u]);
+        assert!(l.model_usage("k").unwrap().is_empty());
     }
 
     #[test]

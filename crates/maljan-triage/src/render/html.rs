@@ -7,7 +7,7 @@ use super::{
     blocks::{Block, blocks},
     failure_where, human_size, ms,
 };
-use crate::report::{Report, Status, StepStatus};
+use crate::report::{Report, Status, StepStatus, VerdictSource};
 
 const CSS: &str = r#"
 :root{--bg:#f6f7f9;--card:#fff;--ink:#1d2330;--mute:#5f6b7a;--line:#e3e7ec;--ok:#1f8a4c;--warn:#b7791f;--bad:#c53030;--acc:#2b6cb0}
@@ -18,7 +18,10 @@ h1{font-size:1.6rem;margin:0 0 4px;word-break:break-all}h2{font-size:1.15rem;mar
 .sub{color:var(--mute);margin-bottom:18px}
 .card{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:16px 18px;margin:14px 0;box-shadow:0 1px 2px rgba(0,0,0,.04)}
 .banner{border-radius:10px;padding:12px 16px;margin:14px 0;font-weight:600;color:#fff}
-.banner.complete{background:var(--ok)}.banner.degraded{background:var(--warn)}.banner.failed{background:var(--bad)}
+.banner.complete{background:var(--ok)}.banner.degraded,.banner.cancelled{background:var(--warn)}.banner.failed{background:var(--bad)}
+.verdict h2{font-size:1.4rem}.v-malicious{color:var(--bad)}.v-suspicious{color:var(--warn)}.v-benign{color:var(--ok)}.v-unknown{color:var(--mute)}
+details{border:1px solid var(--line);border-radius:8px;padding:6px 10px;margin:6px 0}summary{cursor:pointer}
+.turn{margin:8px 0}.turn pre{white-space:pre-wrap}
 .grid{display:grid;grid-template-columns:160px 1fr;gap:4px 14px}.grid div:nth-child(odd){color:var(--mute)}
 code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.88em;word-break:break-all}
 table{border-collapse:collapse;width:100%;margin:6px 0 12px}th,td{text-align:left;padding:5px 8px;border-bottom:1px solid var(--line);vertical-align:top}
@@ -56,6 +59,7 @@ pub fn html(r: &Report) -> String {
         Status::Complete => "Complete: every step answered or was rightly skipped.",
         Status::Degraded => "Degraded: some steps did not answer; everything else is whole.",
         Status::Failed => "Failed: no step produced an answer.",
+        Status::Cancelled => "Cancelled by the operator: below is what was done until then.",
     };
     let _ = writeln!(
         o,
@@ -63,6 +67,8 @@ pub fn html(r: &Report) -> String {
         r.status.as_str(),
         banner
     );
+
+    verdict(&mut o, r);
 
     // Sample.
     o.push_str("<section class=\"card\"><h2>Sample</h2><div class=\"grid\">");
@@ -207,7 +213,7 @@ pub fn html(r: &Report) -> String {
             s.status.as_str(),
             s.evidence
                 .iter()
-                .map(|x| format!("<span class=\"ev\">{}</span>", e(x)))
+                .map(|x| format!("<span class=\"ev\" id=\"{0}\">{0}</span>", e(x)))
                 .collect::<String>()
         );
         let _ = write!(
@@ -245,8 +251,177 @@ pub fn html(r: &Report) -> String {
         }
         o.push_str("</section>\n");
     }
+    agent(&mut o, r);
     o.push_str("</main></body></html>\n");
     o
+}
+
+fn links(ids: &[String]) -> String {
+    if ids.is_empty() {
+        return "<span class=\"more\">no evidence</span>".into();
+    }
+    ids.iter()
+        .map(|id| format!("<a class=\"ev\" href=\"#{0}\">{0}</a>", e(id)))
+        .collect()
+}
+
+/// The verdict card: word, confidence, source, claims linked to their evidence, techniques.
+fn verdict(o: &mut String, r: &Report) {
+    let Some(v) = &r.verdict else { return };
+    let _ = write!(
+        o,
+        "<section class=\"card verdict\"><h2>Verdict: <span class=\"v-{0}\">{0}</span> <span class=\"more\">confidence {1:.2}</span>{2}</h2>",
+        v.verdict.as_str(),
+        v.confidence,
+        v.family
+            .as_ref()
+            .map(|f| format!(" · family <code>{}</code>", e(f)))
+            .unwrap_or_default()
+    );
+    let by = match (&v.source, &v.model) {
+        (VerdictSource::Agent, Some(m)) => format!("the judge model <code>{}</code>", e(m)),
+        (VerdictSource::Agent, None) => "the judge model".into(),
+        (VerdictSource::Heuristic, _) => "the deterministic scoring of the triage findings".into(),
+    };
+    let _ = write!(
+        o,
+        "<div class=\"meta\">source <b>{}</b> — {by}</div>",
+        v.source.as_str()
+    );
+    if let Some(d) = &v.degradation {
+        let _ = write!(o, "<div class=\"note\">{}</div>", e(d));
+    }
+    if !v.summary.is_empty() {
+        let _ = write!(o, "<p>{}</p>", e(&v.summary));
+    }
+    if !v.claims.is_empty() {
+        o.push_str("<ul>");
+        for c in &v.claims {
+            let _ = write!(o, "<li>{} {}</li>", e(&c.text), links(&c.evidence));
+        }
+        o.push_str("</ul>");
+    }
+    if !v.techniques.is_empty() {
+        o.push_str("<table><tr><th>Technique</th><th>Name</th><th>Evidence</th></tr>");
+        for t in &v.techniques {
+            let _ = write!(
+                o,
+                "<tr><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
+                e(&t.id),
+                e(&t.name),
+                links(&t.evidence)
+            );
+        }
+        o.push_str("</table>");
+    }
+    o.push_str("</section>\n");
+}
+
+/// The agent stages, tokens, withheld tools and the conversation (each tool result collapsible).
+fn agent(o: &mut String, r: &Report) {
+    let Some(a) = &r.agent else { return };
+    let _ = write!(
+        o,
+        "<section class=\"card\"><h2>Agent <code>{}</code>{}</h2>",
+        e(&a.model),
+        if a.cancelled {
+            " <span class=\"pill failed\">cancelled</span>"
+        } else {
+            ""
+        }
+    );
+    o.push_str("<table><tr><th>Stage</th><th>Status</th><th>Requests</th><th>Tool calls</th><th>Tokens in / out</th><th>Took</th><th>Ended because</th></tr>");
+    for s in &a.stages {
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} / {}</td><td>{}</td><td>{}</td></tr>",
+            e(&s.name),
+            e(&s.status),
+            s.requests,
+            s.tool_calls,
+            s.input_tokens,
+            s.output_tokens,
+            ms(s.duration_ms),
+            e(s.ended_because.as_deref().unwrap_or(""))
+        );
+    }
+    o.push_str("</table>");
+    if !a.usage.is_empty() {
+        o.push_str("<table><tr><th>Stage</th><th>Model</th><th>Requests</th><th>Input tokens</th><th>Output tokens</th></tr>");
+        for u in &a.usage {
+            let _ = write!(
+                o,
+                "<tr><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                e(&u.stage),
+                e(&u.model),
+                u.requests,
+                u.input_tokens,
+                u.output_tokens
+            );
+        }
+        o.push_str("</table>");
+    }
+    if !a.withheld.is_empty() {
+        o.push_str("<p>Tools not offered to the model:</p><ul>");
+        for w in &a.withheld {
+            let _ = write!(
+                o,
+                "<li><code>{}</code> on {}: {}</li>",
+                e(&w.tool),
+                e(&w.server),
+                e(&w.reason)
+            );
+        }
+        o.push_str("</ul>");
+    }
+    o.push_str("<h2>Conversation</h2>");
+    for t in &a.conversation {
+        if t.role == "tool" {
+            let id = t
+                .evidence
+                .as_ref()
+                .map(|ev| format!(" id=\"{}\"", e(ev)))
+                .unwrap_or_default();
+            let _ = write!(
+                o,
+                "<details class=\"turn\"{id}><summary>{} · result of <code>{}</code> {}</summary>",
+                e(&t.stage),
+                e(t.tool.as_deref().unwrap_or("")),
+                t.evidence
+                    .as_ref()
+                    .map(|ev| format!("<span class=\"ev\">{}</span>", e(ev)))
+                    .unwrap_or_default()
+            );
+            for n in &t.notes {
+                let _ = write!(o, "<div class=\"note\">{}</div>", e(n));
+            }
+            let _ = write!(
+                o,
+                "<pre class=\"mono\">{}</pre></details>",
+                e(t.text.as_deref().unwrap_or(""))
+            );
+        } else {
+            let _ = write!(
+                o,
+                "<details class=\"turn\" open><summary>{} · {}</summary>",
+                e(&t.stage),
+                e(&t.role)
+            );
+            if let Some(text) = &t.text {
+                let _ = write!(o, "<pre class=\"mono\">{}</pre>", e(text));
+            }
+            for c in &t.tool_calls {
+                let _ = write!(
+                    o,
+                    "<div>calls <code>{}</code> with <code>{}</code></div>",
+                    e(&c.name),
+                    e(&c.arguments)
+                );
+            }
+            o.push_str("</details>");
+        }
+    }
+    o.push_str("</section>\n");
 }
 
 fn block(o: &mut String, b: &Block) {

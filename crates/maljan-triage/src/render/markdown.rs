@@ -7,7 +7,7 @@ use super::{
     blocks::{Block, blocks},
     failure_where, human_size, ms,
 };
-use crate::report::{Report, Status, StepStatus};
+use crate::report::{Report, Status, StepStatus, VerdictSource};
 
 pub fn markdown(r: &Report) -> String {
     let mut o = String::new();
@@ -19,10 +19,13 @@ pub fn markdown(r: &Report) -> String {
             r.status.as_str().to_uppercase(),
             match r.status {
                 Status::Failed => "No step produced an answer; see the failures below.",
+                Status::Cancelled =>
+                    "Cancelled by the operator; below is what was done until then.",
                 _ => "Some steps did not answer; everything else below is whole.",
             }
         );
     }
+    verdict(&mut o, r);
     let _ = writeln!(o, "| | |\n|---|---|");
     let _ = writeln!(o, "| Status | **{}** |", r.status.as_str());
     let _ = writeln!(o, "| File name | `{}` |", cell(&r.sample.name));
@@ -131,6 +134,9 @@ pub fn markdown(r: &Report) -> String {
     }
 
     for s in &r.steps {
+        for ev in &s.evidence {
+            let _ = write!(o, "<a id=\"{ev}\"></a>");
+        }
         let _ = writeln!(o, "## {}. {}\n", s.index, cell(&s.title));
         let ev = if s.evidence.is_empty() {
             "none (not called)".to_string()
@@ -173,6 +179,7 @@ pub fn markdown(r: &Report) -> String {
             }
         }
     }
+    agent(&mut o, r);
     o
 }
 
@@ -229,6 +236,163 @@ fn render_block(o: &mut String, b: &Block) {
         }
         Block::Text(t) => {
             let _ = writeln!(o, "```text\n{}\n```\n", t.replace("```", "'''"));
+        }
+    }
+}
+
+fn links(ids: &[String]) -> String {
+    if ids.is_empty() {
+        return "none".into();
+    }
+    ids.iter()
+        .map(|id| format!("[{0}](#{0})", code(id)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The verdict header: word, confidence, source, the claims with links to their evidence.
+fn verdict(o: &mut String, r: &Report) {
+    let Some(v) = &r.verdict else { return };
+    let _ = write!(
+        o,
+        "## Verdict: **{}** (confidence {:.2})",
+        v.verdict.as_str().to_uppercase(),
+        v.confidence
+    );
+    if let Some(f) = &v.family {
+        let _ = write!(o, " · family {}", cell(f));
+    }
+    let _ = writeln!(o, "\n");
+    let by = match (&v.source, &v.model) {
+        (VerdictSource::Agent, Some(m)) => format!("the judge model {}", code(m)),
+        (VerdictSource::Agent, None) => "the judge model".into(),
+        (VerdictSource::Heuristic, _) => "the deterministic scoring of the triage findings".into(),
+    };
+    let _ = writeln!(o, "*Source: {} — {by}.*\n", v.source.as_str());
+    if let Some(d) = &v.degradation {
+        let _ = writeln!(o, "> {}\n", cell(d));
+    }
+    if !v.summary.is_empty() {
+        let _ = writeln!(o, "{}\n", cell(&v.summary));
+    }
+    for c in &v.claims {
+        let _ = writeln!(o, "- {} — evidence {}", cell(&c.text), links(&c.evidence));
+    }
+    if !v.claims.is_empty() {
+        o.push('\n');
+    }
+    if !v.techniques.is_empty() {
+        let _ = writeln!(o, "| Technique | Name | Evidence |\n|---|---|---|");
+        for t in &v.techniques {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} |",
+                code(&t.id),
+                cell(&t.name),
+                links(&t.evidence)
+            );
+        }
+        o.push('\n');
+    }
+}
+
+/// The agent stages: budgets and tokens, withheld tools, and the conversation.
+fn agent(o: &mut String, r: &Report) {
+    let Some(a) = &r.agent else { return };
+    let _ = writeln!(o, "## Agent ({})\n", code(&a.model));
+    if a.cancelled {
+        let _ = writeln!(o, "> Cancelled by the operator.\n");
+    }
+    let _ = writeln!(
+        o,
+        "| Stage | Status | Requests | Tool calls | Tokens in / out | Took | Ended because |\n|---|---|---|---|---|---|---|"
+    );
+    for s in &a.stages {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {} | {} | {} / {} | {} | {} |",
+            s.name,
+            s.status,
+            s.requests,
+            s.tool_calls,
+            s.input_tokens,
+            s.output_tokens,
+            ms(s.duration_ms),
+            cell(s.ended_because.as_deref().unwrap_or(""))
+        );
+    }
+    o.push('\n');
+    if !a.usage.is_empty() {
+        let _ = writeln!(
+            o,
+            "| Stage | Model | Requests | Input tokens | Output tokens |\n|---|---|---|---|---|"
+        );
+        for u in &a.usage {
+            let _ = writeln!(
+                o,
+                "| {} | {} | {} | {} | {} |",
+                u.stage,
+                code(&u.model),
+                u.requests,
+                u.input_tokens,
+                u.output_tokens
+            );
+        }
+        o.push('\n');
+    }
+    if !a.withheld.is_empty() {
+        let _ = writeln!(o, "Tools not offered to the model:\n");
+        for w in &a.withheld {
+            let _ = writeln!(
+                o,
+                "- {} on {}: {}",
+                code(&w.tool),
+                w.server,
+                cell(&w.reason)
+            );
+        }
+        o.push('\n');
+    }
+    let _ = writeln!(o, "### Conversation\n");
+    for t in &a.conversation {
+        match t.role.as_str() {
+            "tool" => {
+                if let Some(ev) = &t.evidence {
+                    let _ = write!(o, "<a id=\"{ev}\"></a>");
+                }
+                let _ = writeln!(
+                    o,
+                    "<details><summary>{} result {} ({})</summary>\n",
+                    t.stage,
+                    code(t.tool.as_deref().unwrap_or("")),
+                    t.evidence.as_deref().unwrap_or("no call")
+                );
+                for n in &t.notes {
+                    let _ = writeln!(o, "> {}\n", cell(n));
+                }
+                let _ = writeln!(
+                    o,
+                    "```text\n{}\n```\n\n</details>\n",
+                    t.text.as_deref().unwrap_or("").replace("```", "'''")
+                );
+            }
+            role => {
+                let _ = writeln!(o, "**{}** ({role}):\n", t.stage);
+                if let Some(text) = &t.text {
+                    let _ = writeln!(o, "```text\n{}\n```\n", text.replace("```", "'''"));
+                }
+                for c in &t.tool_calls {
+                    let _ = writeln!(
+                        o,
+                        "- calls `{}` with `{}`",
+                        code(&c.name),
+                        code(&c.arguments)
+                    );
+                }
+                if !t.tool_calls.is_empty() {
+                    o.push('\n');
+                }
+            }
         }
     }
 }

@@ -1,0 +1,273 @@
+//! The tool catalog a model sees, built from the job's server views (each read once per job):
+//!
+//! - the server's allow-list (`servers.NAME.tools`) and the hidden put_sample* tools are already
+//!   applied by the runtime's view; the `capabilities` tool is the manifest, read by the platform;
+//! - a tool the manifest marks unavailable is withheld, with its reason;
+//! - destructive tools (destructiveHint, or the files server's writing actions) are withheld
+//!   unless `servers.NAME.offer_destructive = true`;
+//! - on a server that takes the sample by path (`pin_sample`, by default the built-in analysis
+//!   server) the sample-path parameter is removed from the schema: the platform fills it in with
+//!   the sample's path, which the runtime rewrites to that server's own (staged) path;
+//! - a tool is named `<server>__<tool>` only where two servers offer the same name.
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use maljan_client::{ServerConfig, ServerView, manifest::CAPABILITIES_TOOL};
+use maljan_triage::report::WithheldTool;
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use crate::llm::ToolSpec;
+
+/// The serverInfo names of the built-in servers whose conventions the catalog knows.
+pub const BUILTIN_ANALYSIS: &str = "maljan-analysis";
+pub const BUILTIN_FILES: &str = "maljan-files";
+
+/// Argument names that hold the sample's path, in the order they are looked for.
+const SAMPLE_PARAMS: &[&str] = &["path", "file_path", "sample", "sample_path"];
+
+/// One tool the model may call.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CatalogTool {
+    /// The name the model sees.
+    pub name: String,
+    pub server: String,
+    /// The tool's own name on its server.
+    pub tool: String,
+    pub description: String,
+    pub parameters: Value,
+    /// The argument the platform fills with the sample's path (removed from `parameters`).
+    pub pinned_param: Option<String>,
+}
+
+/// What the model gets, and what it does not.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Catalog {
+    pub tools: Vec<CatalogTool>,
+    pub withheld: Vec<WithheldTool>,
+}
+
+/// One server as the catalog reads it.
+pub struct Source<'a> {
+    pub server: &'a str,
+    pub view: Arc<ServerView>,
+    pub config: Option<&'a ServerConfig>,
+}
+
+impl Catalog {
+    pub fn build(sources: &[Source<'_>]) -> Self {
+        let mut offered: Vec<CatalogTool> = Vec::new();
+        let mut withheld = Vec::new();
+        for src in sources {
+            let name = src.view.server_name.as_deref().unwrap_or("");
+            let pin = src
+                .config
+                .and_then(|c| c.pin_sample)
+                .unwrap_or(name == BUILTIN_ANALYSIS);
+            let destructive_ok = src.config.is_some_and(|c| c.offer_destructive);
+            for t in &src.view.tools {
+                let withhold = |reason: String| WithheldTool {
+                    server: src.server.to_string(),
+                    tool: t.name.clone(),
+                    reason,
+                };
+                if t.name == CAPABILITIES_TOOL {
+                    continue;
+                }
+                if !t.available {
+                    let why = t.reason.clone().unwrap_or_else(|| "unavailable".into());
+                    withheld.push(withhold(format!("unavailable on its host: {why}")));
+                    continue;
+                }
+                let writes = name == BUILTIN_FILES && t.read_only == Some(false);
+                if (t.destructive == Some(true) || writes) && !destructive_ok {
+                    withheld.push(withhold(format!(
+                        "{} (set servers.{}.offer_destructive = true to offer it)",
+                        if t.destructive == Some(true) {
+                            "destructive"
+                        } else {
+                            "writes files"
+                        },
+                        src.server
+                    )));
+                    continue;
+                }
+                let mut parameters = t.input_schema.clone();
+                let pinned_param = if pin {
+                    remove_sample_param(&mut parameters)
+                } else {
+                    None
+                };
+                offered.push(CatalogTool {
+                    name: t.name.clone(),
+                    server: src.server.to_string(),
+                    tool: t.name.clone(),
+                    description: t.description.clone().unwrap_or_default(),
+                    parameters,
+                    pinned_param,
+                });
+            }
+        }
+        let mut count: BTreeMap<String, usize> = BTreeMap::new();
+        for t in &offered {
+            *count.entry(t.tool.clone()).or_default() += 1;
+        }
+        for t in &mut offered {
+            if count[&t.tool] > 1 {
+                t.name = format!("{}__{}", t.server, t.tool);
+            }
+        }
+        Self {
+            tools: offered,
+            withheld,
+        }
+    }
+
+    pub fn find(&self, name: &str) -> Option<&CatalogTool> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+
+    /// The tools in the shape the providers send.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools
+            .iter()
+            .map(|t| ToolSpec {
+                name: t.name.clone(),
+                description: t.description.clone(),
+                parameters: t.parameters.clone(),
+            })
+            .collect()
+    }
+}
+
+/// Drops the sample-path property (and its `required` entry); returns its name.
+fn remove_sample_param(schema: &mut Value) -> Option<String> {
+    let props = schema.get_mut("properties")?.as_object_mut()?;
+    let name = SAMPLE_PARAMS.iter().find(|p| props.contains_key(**p))?;
+    props.remove(*name);
+    if let Some(req) = schema.get_mut("required").and_then(Value::as_array_mut) {
+        req.retain(|r| r.as_str() != Some(name));
+    }
+    Some(name.to_string())
+}
+
+/// The arguments sent for a call: the model's, plus the sample path on a pinned parameter.
+pub fn fill_arguments(tool: &CatalogTool, args: Map<String, Value>, sample: &str) -> Value {
+    let mut args = args;
+    if let Some(p) = &tool.pinned_param {
+        args.insert(p.clone(), json!(sample));
+    }
+    Value::Object(args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use maljan_client::{Manifest, ToolInfo};
+
+    fn tool(name: &str) -> ToolInfo {
+        ToolInfo {
+            name: name.into(),
+            description: Some(format!("{name} it")),
+            input_schema: json!({"type": "object", "properties": {"path": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["path"]}),
+            available: true,
+            reason: None,
+            remediation: None,
+            without: None,
+            timeout_s: None,
+            read_only: Some(true),
+            destructive: Some(false),
+        }
+    }
+
+    fn view(server: &str, server_name: &str, tools: Vec<ToolInfo>) -> Arc<ServerView> {
+        Arc::new(ServerView {
+            server: server.into(),
+            via: "stdio".into(),
+            protocol_version: "2025-06-18".into(),
+            server_name: Some(server_name.into()),
+            server_version: None,
+            tools,
+            staging_tools: vec![],
+            manifest: Manifest {
+                server: server_name.into(),
+                version: String::new(),
+                tools: vec![],
+            },
+            manifest_declared: true,
+            manifest_error: None,
+        })
+    }
+
+    #[test]
+    fn the_catalog_pins_withholds_and_prefixes_only_on_collision() {
+        let mut yara = tool("yara_scan");
+        yara.available = false;
+        yara.reason = Some("no rules".into());
+        let mut rm = tool("FA_remove_file");
+        rm.read_only = Some(false);
+        rm.destructive = Some(true);
+        let mut mkdir = tool("FA_create_dir");
+        mkdir.read_only = Some(false);
+        mkdir.destructive = Some(false);
+        let c = Catalog::build(&[
+            Source {
+                server: "analysis",
+                view: view(
+                    "analysis",
+                    BUILTIN_ANALYSIS,
+                    vec![tool("hashes"), tool("strings"), yara, tool("capabilities")],
+                ),
+                config: None,
+            },
+            Source {
+                server: "files",
+                view: view(
+                    "files",
+                    BUILTIN_FILES,
+                    vec![tool("FA_list_dir"), rm, mkdir, tool("strings")],
+                ),
+                config: None,
+            },
+        ]);
+        let names: Vec<_> = c.tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "hashes",
+                "analysis__strings",
+                "FA_list_dir",
+                "files__strings"
+            ]
+        );
+        let hashes = c.find("hashes").unwrap();
+        assert_eq!(hashes.pinned_param.as_deref(), Some("path"));
+        assert!(hashes.parameters["properties"].get("path").is_none());
+        assert_eq!(hashes.parameters["required"], json!([]));
+        // Not pinned on the files server: its tools take any path in its roots.
+        assert!(c.find("FA_list_dir").unwrap().pinned_param.is_none());
+        let withheld: Vec<_> = c.withheld.iter().map(|w| w.tool.as_str()).collect();
+        assert_eq!(withheld, ["yara_scan", "FA_remove_file", "FA_create_dir"]);
+        assert!(c.withheld[0].reason.contains("no rules"));
+        let args = fill_arguments(hashes, Map::new(), "/s/x.exe");
+        assert_eq!(args, json!({"path": "/s/x.exe"}));
+    }
+
+    #[test]
+    fn configuration_can_pin_any_server_and_offer_destructive_tools() {
+        let mut rm = tool("FA_remove_file");
+        rm.destructive = Some(true);
+        let cfg = ServerConfig {
+            pin_sample: Some(true),
+            offer_destructive: true,
+            ..Default::default()
+        };
+        let c = Catalog::build(&[Source {
+            server: "remote",
+            view: view("remote", "someone-else", vec![rm]),
+            config: Some(&cfg),
+        }]);
+        assert_eq!(c.tools.len(), 1);
+        assert_eq!(c.tools[0].pinned_param.as_deref(), Some("path"));
+    }
+}

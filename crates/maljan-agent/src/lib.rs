@@ -1,0 +1,27 @@
+//! maljan-agent: the model half of `maljan analyze` — triage, then an analyst model calling the
+//! MCP tools, then a judge model giving a verdict an analyst can check.
+//!
+//! It owns the model providers (`llm`: OpenAI-compatible Chat Completions and Anthropic Messages,
+//! with fallbacks), the tool catalog a model sees (`catalog`, built from each job's manifests),
+//! the loop and its guards (`analyst`, `guards`), the judge and its checks (`judge`), the
+//! deterministic verdict that stands without a model (`heuristic`), the stages and their budgets
+//! (`stages`), and the whole run (`run`).
+//!
+//! It depends on the client runtime (every tool call goes through a job's `ServerHandle`, so it
+//! is ledgered with the model's arguments, under the breaker, the cap and the real timeouts) and
+//! on maljan-triage (the fixed plan and the report). It must not depend on any concrete server
+//! crate, on rmcp, or on a transport; the runtime never depends on it.
+
+pub mod analyst;
+pub mod catalog;
+pub mod guards;
+pub mod heuristic;
+pub mod judge;
+pub mod llm;
+pub mod run;
+pub mod stages;
+
+pub use catalog::{Catalog, CatalogTool};
+pub use llm::{Endpoint, Models, ProviderKind};
+pub use run::{AgentOptions, AgentProgress, RunFigures, analyze, analyze_with_figures};
+pub use stages::Stages;
