@@ -154,7 +154,11 @@ impl ServerHandle {
         args: Value,
         outcome: Outcome,
     ) -> CallRecord {
-        let args_text = serde_json::to_string(&args).unwrap_or_else(|_| "null".into());
+        let schema = match self.view().await {
+            Ok(view) => view.tool(tool).map(|t| t.input_schema.clone()),
+            Err(_) => None,
+        };
+        let args_text = ledger_args(&args, schema.as_ref());
         let (result, error, wait, duration, trial) = outcome;
         let ok = error.is_none();
         let (result_text, truncated) = match &result {
@@ -351,5 +355,60 @@ impl StagingTarget for ServerHandle {
         };
         let outcome = self.send(tool, Some(arguments), timeout).await;
         self.record(ev_id, started, tool, summary, outcome).await
+    }
+}
+
+/// The arguments as the ledger keeps them: a value whose property the tool's input schema marks
+/// `writeOnly` (a secret, such as the keys `FA_s3_later_init` takes) is replaced by a note, so no
+/// secret is written to the ledger in clear. Everything else is kept as the caller wrote it.
+fn ledger_args(args: &Value, schema: Option<&Value>) -> String {
+    let write_only = |name: &str| {
+        schema
+            .and_then(|s| s.get("properties"))
+            .and_then(|p| p.get(name))
+            .and_then(|p| p.get("writeOnly"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    };
+    let kept = match args {
+        Value::Object(map) if map.keys().any(|k| write_only(k)) => Value::Object(
+            map.iter()
+                .map(|(k, v)| {
+                    let v = if write_only(k) && !v.is_null() {
+                        Value::String("[write-only: not recorded]".into())
+                    } else {
+                        v.clone()
+                    };
+                    (k.clone(), v)
+                })
+                .collect(),
+        ),
+        _ => return serde_json::to_string(args).unwrap_or_else(|_| "null".into()),
+    };
+    serde_json::to_string(&kept).unwrap_or_else(|_| "null".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ledger_args;
+    use serde_json::json;
+
+    #[test]
+    fn write_only_arguments_never_reach_the_ledger() {
+        let schema = json!({"properties": {
+            "bucket": {"type": "string"},
+            "aws_secret_access_key": {"type": "string", "writeOnly": true},
+        }});
+        let args = json!({"bucket": "b", "aws_secret_access_key": "SECRET"});
+        let kept = ledger_args(&args, Some(&schema));
+        assert!(!kept.contains("SECRET"), "{kept}");
+        assert!(kept.contains(r#""bucket":"b""#), "{kept}");
+        assert!(kept.contains("write-only"), "{kept}");
+        // No schema, or nothing write-only: kept exactly as written.
+        assert_eq!(ledger_args(&args, None), args.to_string());
+        assert_eq!(
+            ledger_args(&json!({"bucket": "b"}), Some(&schema)),
+            r#"{"bucket":"b"}"#
+        );
     }
 }
