@@ -156,11 +156,28 @@ async fn the_three_renderings_say_the_same_things() {
     assert!(md.starts_with("# Triage report: sample.exe"));
     assert!(md.contains(&r.sample.sha256));
     assert!(md.contains("## 3. Format structure (pe_info)"));
+    // Each evidence id has one anchor, at its step's section, where the verdict's claims link.
     for ev in r.evidence() {
         assert_eq!(
-            md.matches(ev).count(),
+            md.matches(&format!("<a id=\"{ev}\"></a>")).count(),
             1,
-            "{ev} appears once, in its step's section"
+            "{ev} has one anchor, at its step's section"
+        );
+    }
+    // Triage alone gives no verdict (the agent crate adds it); where one is, its links resolve.
+    for ev in r
+        .verdict
+        .iter()
+        .flat_map(|v| &v.claims)
+        .flat_map(|c| &c.evidence)
+    {
+        assert!(
+            md.contains(&format!("(#{ev})")),
+            "the claim's {ev} is a link"
+        );
+        assert!(
+            r.evidence().contains(&ev.as_str()),
+            "{ev} is this job's evidence"
         );
     }
 
