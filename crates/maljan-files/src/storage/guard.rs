@@ -101,8 +101,10 @@ impl reqwest::dns::Resolve for CheckingResolver {
     }
 }
 
-impl HttpConnector for GuardedConnector {
-    fn connect(&self, _options: &ClientOptions) -> object_store::Result<HttpClient> {
+impl GuardedConnector {
+    /// The reqwest client under this policy: checking resolver, no proxy, no redirect. (The
+    /// SaaS drives use it directly; they check address literals with [`check_endpoint`].)
+    pub(crate) fn reqwest_client(&self) -> reqwest::Result<reqwest::Client> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut b = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
@@ -113,10 +115,18 @@ impl HttpConnector for GuardedConnector {
         if !self.allow_private {
             b = b.dns_resolver(Arc::new(CheckingResolver));
         }
-        let client = b.build().map_err(|e| object_store::Error::Generic {
-            store: "http",
-            source: Box::new(e.without_url()),
-        })?;
+        b.build()
+    }
+}
+
+impl HttpConnector for GuardedConnector {
+    fn connect(&self, _options: &ClientOptions) -> object_store::Result<HttpClient> {
+        let client = self
+            .reqwest_client()
+            .map_err(|e| object_store::Error::Generic {
+                store: "http",
+                source: Box::new(e.without_url()),
+            })?;
         Ok(HttpClient::new(Guarded {
             client,
             allow_private: self.allow_private,

@@ -17,11 +17,11 @@ use maljan_server::ToolError;
 use object_store::ObjectStore;
 
 pub(crate) mod cloud_actions;
-mod guard;
+pub(crate) mod guard;
 pub(crate) mod object;
 pub mod profiles;
 pub(crate) mod storage_actions;
-mod transfer;
+pub(crate) mod transfer;
 pub(crate) mod uri;
 
 use object::{Cloud, CloudProfile};

@@ -102,6 +102,8 @@ pub struct StorageConfig {
     pub s3: BTreeMap<String, S3Profile>,
     pub azure_blob: BTreeMap<String, AzureProfile>,
     pub gcs: BTreeMap<String, GcsProfile>,
+    /// `[dropbox.NAME]`, `[onedrive.NAME]`, `[box.NAME]`, `[drive.NAME]` (crate::drives).
+    pub drives: crate::drives::DriveProfiles,
     /// The largest object one call uploads or downloads.
     pub max_object_bytes: u64,
 }
@@ -114,6 +116,7 @@ impl Default for StorageConfig {
             s3: BTreeMap::new(),
             azure_blob: BTreeMap::new(),
             gcs: BTreeMap::new(),
+            drives: Default::default(),
             max_object_bytes: DEFAULT_MAX_OBJECT_BYTES,
         }
     }
@@ -201,6 +204,7 @@ impl StorageConfig {
             f.finish()?;
             config.gcs.insert(name, profile);
         }
+        config.drives = crate::drives::DriveProfiles::parse(&mut top)?;
         top.finish()?;
         Ok(config)
     }
@@ -265,7 +269,7 @@ pub(crate) fn parse_connection_string(s: &str) -> Result<ConnectionString, Strin
 }
 
 /// One TOML table being read: each key taken once, the leftovers an error.
-struct Fields<'a> {
+pub(crate) struct Fields<'a> {
     table: toml::Table,
     at: String,
     base: &'a Path,
@@ -296,7 +300,7 @@ impl<'a> Fields<'a> {
     }
 
     /// `[backend.NAME]` tables, each as its own `Fields`.
-    fn profiles(&mut self, backend: &str) -> Result<Vec<(String, Fields<'a>)>, String> {
+    pub(crate) fn profiles(&mut self, backend: &str) -> Result<Vec<(String, Fields<'a>)>, String> {
         let Some(value) = self.table.remove(backend) else {
             return Ok(Vec::new());
         };
@@ -318,7 +322,7 @@ impl<'a> Fields<'a> {
         Ok(out)
     }
 
-    fn string(&mut self, key: &str) -> Result<Option<String>, String> {
+    pub(crate) fn string(&mut self, key: &str) -> Result<Option<String>, String> {
         match self.table.remove(key) {
             None => Ok(None),
             Some(toml::Value::String(s)) => Ok(Some(s)),
@@ -326,7 +330,7 @@ impl<'a> Fields<'a> {
         }
     }
 
-    fn url(&mut self, key: &str) -> Result<Option<String>, String> {
+    pub(crate) fn url(&mut self, key: &str) -> Result<Option<String>, String> {
         let Some(s) = self.string(key)? else {
             return Ok(None);
         };
@@ -338,7 +342,7 @@ impl<'a> Fields<'a> {
         Ok(Some(s))
     }
 
-    fn bool(&mut self, key: &str) -> Result<Option<bool>, String> {
+    pub(crate) fn bool(&mut self, key: &str) -> Result<Option<bool>, String> {
         match self.table.remove(key) {
             None => Ok(None),
             Some(toml::Value::Boolean(b)) => Ok(Some(b)),
@@ -354,7 +358,7 @@ impl<'a> Fields<'a> {
         }
     }
 
-    fn network(&mut self) -> Result<Network, String> {
+    pub(crate) fn network(&mut self) -> Result<Network, String> {
         let d = Network::default();
         let net = Network {
             allow_private_endpoint: self.bool("allow_private_endpoint")?.unwrap_or(false),
@@ -376,7 +380,7 @@ impl<'a> Fields<'a> {
     }
 
     /// `key`, `key_file` or `key_env`: at most one.
-    fn secret(&mut self, key: &str) -> Result<Option<Secret>, String> {
+    pub(crate) fn secret(&mut self, key: &str) -> Result<Option<Secret>, String> {
         let inline = self.string(key)?;
         let file = self.string(&format!("{key}_file"))?;
         let var = self.string(&format!("{key}_env"))?;
@@ -419,7 +423,7 @@ impl<'a> Fields<'a> {
         Ok(None)
     }
 
-    fn finish(self) -> Result<(), String> {
+    pub(crate) fn finish(self) -> Result<(), String> {
         match self.table.keys().next() {
             None => Ok(()),
             Some(k) => Err(format!("unknown key {}", self.name(k))),

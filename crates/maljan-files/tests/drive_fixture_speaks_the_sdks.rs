@@ -1,0 +1,66 @@
+//! maljan-testkit's `fixture-drives` (the stand-in for the SaaS drives, which have no emulator)
+//! is checked by the drives' official Python SDKs: they call it through a transport that sends
+//! their real hosts' requests to the fixture, and parse its answers with their own code — uploads
+//! (one request and an upload session), downloads (with a Range), paged listings, deletes, the
+//! routes' error unions and a refused token — so the fixture the actions are tested against
+//! cannot drift from the real APIs.
+
+#[path = "common/peers.rs"]
+mod peers;
+
+use maljan_testkit::DriveFixture;
+use serde_json::{Value, json};
+
+fn sdk_check(fixture: &DriveFixture, drives: &[&str]) -> Value {
+    let py = peers::peer("MALJAN_PY");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/drive_sdk_check.py");
+    let out = std::process::Command::new(py)
+        .arg(script)
+        .arg(&fixture.url)
+        .arg(&fixture.token)
+        .args(drives)
+        .output()
+        .expect("run the SDK check");
+    assert!(
+        out.status.success(),
+        "the SDKs could not use the fixture (scripts/peers.sh installs them):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("one JSON line")
+}
+
+#[test]
+fn the_dropbox_sdk_reads_the_fixture() {
+    let fixture = DriveFixture::start("sdk-token");
+    let got = &sdk_check(&fixture, &["dropbox"])["dropbox"];
+    assert_eq!(got["upload"], json!(["/sdk/Small.txt", 28, "Small.txt"]));
+    assert_eq!(got["download"][0], "/sdk/Small.txt");
+    assert_eq!(got["download"][1], got["small_sha256"]);
+    assert_eq!(got["session"][0], "/sdk/deep/Big.bin");
+    assert_eq!(got["session"][1], 2500);
+    assert_eq!(got["session"][2], got["session_expected_hash"]);
+    assert_eq!(
+        got["listed"],
+        json!([
+            "/sdk/Small.txt",
+            "/sdk/deep",
+            "/sdk/deep/Big.bin",
+            "/sdk/many",
+            "/sdk/many/f0.txt",
+            "/sdk/many/f1.txt",
+            "/sdk/many/f2.txt",
+            "/sdk/many/f3.txt"
+        ])
+    );
+    assert!(
+        got["pages"].as_u64().unwrap() > 1,
+        "paged: {}",
+        got["pages"]
+    );
+    assert_eq!(got["kinds"], json!(["FileMetadata", "FolderMetadata"]));
+    assert_eq!(got["deleted"], json!(["FolderMetadata", "/sdk/many"]));
+    assert_eq!(got["missing"], json!([true, true]));
+    assert_eq!(got["missing_delete"], json!([true, true]));
+    assert_eq!(got["range"], json!([206, "from the official SDK\n"]));
+    assert_eq!(got["bad_token"], true);
+}
