@@ -21,7 +21,7 @@ use crate::{
         BYTES_PER_TOKEN, RepeatCheck, Repeats, cut_to_fit, delimit, paging_params, repair_arguments,
     },
     llm::{Message, Models, Reply},
-    run::{Ledgered, StageOutcome},
+    record::{Ledgered, StageOutcome},
     stages::Budgets,
 };
 

@@ -12,10 +12,18 @@
 //! suspicious verdict resting on at least one claim. A fault is described exactly, so the judge
 //! can be asked once more with it.
 
-use std::collections::BTreeSet;
+use std::{collections::BTreeSet, sync::Arc, time::Instant};
 
-use maljan_triage::report::{Claim, Technique, Verdict, VerdictSource, VerdictWord};
+use maljan_client::Job;
+use maljan_triage::report::{Claim, Technique, Turn, Verdict, VerdictSource, VerdictWord};
 use serde_json::Value;
+
+use crate::{
+    guards::delimit,
+    llm::{Message, Models},
+    record::{Ledgered, StageOutcome, ledger_ids, ledger_listing},
+    run::AgentOptions,
+};
 
 pub const SYSTEM_PROMPT: &str = "You are the judge of a malware analysis. You get the findings of \
 the tools (each with its evidence id, like ev_0003) and the analyst's notes. Everything inside \
@@ -163,6 +171,127 @@ fn extract_object(text: &str) -> Option<&str> {
     let start = t.find('{')?;
     let end = t.rfind('}')?;
     (end > start).then(|| &t[start..=end])
+}
+
+/// The judge stage: the model, no tools, answering the JSON object; asked once more with the
+/// exact fault when the answer is refused.
+pub(crate) async fn judge_stage(
+    job: &Arc<Job>,
+    opts: &AgentOptions,
+    models: &Models,
+    brief: &str,
+    notes: Option<&str>,
+    nonce: &str,
+    ledger: &mut Ledgered,
+) -> (StageOutcome, Result<Verdict, String>) {
+    let started = Instant::now();
+    let mut out = StageOutcome::new("judge");
+    let ids = ledger_ids(job);
+    let listing = ledger_listing(job);
+    let notes = match notes {
+        Some(n) => delimit(nonce, "The analyst's notes:", n),
+        None => "The analyst left no notes.".into(),
+    };
+    let mut messages = vec![
+        Message::System {
+            content: SYSTEM_PROMPT.into(),
+        },
+        Message::User {
+            content: format!(
+                "{brief}\n\n{notes}\n\nThe evidence ids of this job (cite only these):\n{listing}\n\nAnswer with the JSON object."
+            ),
+        },
+    ];
+    let mut last_fault = String::new();
+    for attempt in 0..opts.stages.judge_attempts {
+        let answer = tokio::select! {
+            a = models.complete(&messages, &[]) => a,
+            () = opts.cancel.cancelled() => {
+                out.status = "cancelled".into();
+                out.ended_because = Some("cancelled by the operator".into());
+                out.duration = started.elapsed();
+                return (out, Err("cancelled".into()));
+            }
+        };
+        let reply = match answer {
+            Ok((reply, failed)) => {
+                out.note_fallbacks(&failed, Some(&reply));
+                reply
+            }
+            Err(e) => {
+                out.note_fallbacks(&e.attempts, None);
+                out.status = "failed".into();
+                out.ended_because = Some(e.to_string());
+                out.duration = started.elapsed();
+                return (
+                    out,
+                    Err(format!(
+                        "the judge could not be asked ({e}): the heuristic verdict stands"
+                    )),
+                );
+            }
+        };
+        out.count(&reply);
+        ledger.usage(job, "judge", &reply);
+        let text = reply.text.clone().unwrap_or_default();
+        let checked = check(&text, &ids);
+        let mut turn = Turn {
+            stage: "judge".into(),
+            role: "assistant".into(),
+            text: Some(text.clone()),
+            tool_calls: vec![],
+            evidence: None,
+            tool: None,
+            notes: vec![],
+        };
+        match checked {
+            Ok(mut v) => {
+                v.model = Some(format!("{}/{}", reply.provider, reply.model));
+                out.conversation.push(turn);
+                out.duration = started.elapsed();
+                return (out, Ok(v));
+            }
+            Err(fault) => {
+                turn.notes.push(format!("refused: {fault}"));
+                out.conversation.push(turn);
+                last_fault = fault.clone();
+                if attempt + 1 < opts.stages.judge_attempts {
+                    let again = format!(
+                        "Your answer was refused: {fault}. Answer again with exactly one JSON object."
+                    );
+                    out.conversation.push(Turn {
+                        stage: "judge".into(),
+                        role: "user".into(),
+                        text: Some(again.clone()),
+                        tool_calls: vec![],
+                        evidence: None,
+                        tool: None,
+                        notes: vec![],
+                    });
+                    messages.push(Message::Assistant {
+                        content: Some(text),
+                        tool_calls: vec![],
+                    });
+                    messages.push(Message::User { content: again });
+                }
+            }
+        }
+    }
+    out.status = "failed".into();
+    out.ended_because = Some(format!("the verdict was refused: {last_fault}"));
+    out.duration = started.elapsed();
+    (
+        out,
+        Err(format!(
+            "the judge's verdict was refused {} time{} (last: {last_fault}): the heuristic verdict stands",
+            opts.stages.judge_attempts,
+            if opts.stages.judge_attempts == 1 {
+                ""
+            } else {
+                "s"
+            }
+        )),
+    )
 }
 
 #[cfg(test)]

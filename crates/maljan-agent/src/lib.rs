@@ -3,9 +3,10 @@
 //!
 //! It owns the model providers (`llm`: OpenAI-compatible Chat Completions and Anthropic Messages,
 //! with fallbacks), the tool catalog a model sees (`catalog`, built from each job's manifests),
-//! the loop and its guards (`analyst`, `guards`), the judge and its checks (`judge`), the
+//! the loop and its guards (`analyst`, `guards`), the judge stage and its checks (`judge`), the
 //! deterministic verdict that stands without a model (`heuristic`), the stages and their budgets
-//! (`stages`), and the whole run (`run`).
+//! (`stages`), what a run records besides the conversation (`record`: ledger notes, token usage,
+//! byte counts, stage outcomes), and the whole run (`run`).
 //!
 //! It depends on the client runtime (every tool call goes through a job's `ServerHandle`, so it
 //! is ledgered with the model's arguments, under the breaker, the cap and the real timeouts) and
@@ -18,6 +19,7 @@ pub mod guards;
 pub mod heuristic;
 pub mod judge;
 pub mod llm;
+pub mod record;
 pub mod run;
 pub mod stages;
 

@@ -2,16 +2,12 @@
 //! judge's (checked) or the heuristic's, with a degradation reason saying why when a model was
 //! configured but its verdict could not be used. Never fails: what goes wrong is in the report.
 
-use std::{
-    collections::{BTreeMap, BTreeSet, HashMap},
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::{collections::HashMap, sync::Arc};
 
-use maljan_client::{Job, ModelUsage, ServerHandle};
+use maljan_client::{Job, ServerHandle};
 use maljan_triage::{
     Progress, Report, Status, StepStatus, TriageOptions,
-    report::{AgentReport, StageReport, TokenUsage, Turn, Verdict},
+    report::{AgentReport, TokenUsage, Verdict},
     run::job_status,
     run_triage,
 };
@@ -22,10 +18,13 @@ use crate::{
     catalog::{Catalog, Source},
     guards::{BYTES_PER_TOKEN, cut_to_fit, delimit},
     heuristic,
-    judge::{self, check},
-    llm::{Attempt, Message, Models, Reply},
+    judge::judge_stage,
+    llm::Models,
+    record::{Ledgered, ledger_ids},
     stages::Stages,
 };
+
+pub use crate::record::RunFigures;
 
 /// What the caller chooses about a run.
 pub struct AgentOptions {
@@ -50,135 +49,6 @@ impl AgentProgress for maljan_triage::term::TerminalProgress {
     fn stage_started(&self, stage: &str) {
         if stage != "triage" && self.is_visible() {
             eprintln!("{stage} stage…");
-        }
-    }
-}
-
-/// Figures of one run the bench reads (not part of the report).
-#[derive(Debug, Clone, Default)]
-pub struct RunFigures {
-    /// Per analyst step: the agent's own time (the step minus the model's latency and the tools').
-    pub step_overhead: Vec<Duration>,
-    /// Bytes of the tools' raw answers, and of what the model was sent for them.
-    pub raw_bytes: usize,
-    pub sent_bytes: usize,
-    /// Bytes of every request body sent to a model.
-    pub request_bytes: usize,
-}
-
-/// Writes what the agent does to the ledger (tokens per request, notes on calls) and counts bytes.
-#[derive(Default)]
-pub struct Ledgered {
-    pub figures: RunFigures,
-}
-
-impl Ledgered {
-    pub fn usage(&mut self, job: &Arc<Job>, stage: &str, reply: &Reply) {
-        self.figures.request_bytes += reply.request_bytes;
-        let u = ModelUsage {
-            job_id: job.id().to_string(),
-            stage: stage.to_string(),
-            provider: reply.provider.to_string(),
-            model: reply.model.clone(),
-            input_tokens: reply.usage.input_tokens,
-            output_tokens: reply.usage.output_tokens,
-            duration_ms: reply.latency.as_secs_f64() * 1000.0,
-        };
-        if let Err(e) = job.runtime().ledger().record_model_usage(u) {
-            tracing::warn!(job = %job.id(), "ledger: {e}");
-        }
-    }
-
-    pub fn note(&mut self, job: &Arc<Job>, ev_id: &str, note: &str) {
-        if let Err(e) = job.runtime().ledger().add_call_note(job.id(), ev_id, note) {
-            tracing::warn!(job = %job.id(), "ledger: {e}");
-        }
-    }
-
-    pub fn bytes(&mut self, raw: usize, sent: usize) {
-        self.figures.raw_bytes += raw;
-        self.figures.sent_bytes += sent;
-    }
-}
-
-/// One stage as it ran.
-#[derive(Debug, Clone)]
-pub struct StageOutcome {
-    pub name: String,
-    pub status: String,
-    pub ended_because: Option<String>,
-    pub requests: usize,
-    pub tool_calls: usize,
-    pub duration: Duration,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub conversation: Vec<Turn>,
-    /// `provider/model` → (requests, input, output).
-    pub usage: BTreeMap<String, (usize, u64, u64)>,
-    /// Degradation reasons: fallbacks used, providers that failed.
-    pub fallbacks: Vec<String>,
-    pub step_overhead: Vec<Duration>,
-}
-
-impl StageOutcome {
-    pub fn new(name: &str) -> Self {
-        Self {
-            name: name.into(),
-            status: "complete".into(),
-            ended_because: None,
-            requests: 0,
-            tool_calls: 0,
-            duration: Duration::ZERO,
-            input_tokens: 0,
-            output_tokens: 0,
-            conversation: vec![],
-            usage: BTreeMap::new(),
-            fallbacks: vec![],
-            step_overhead: vec![],
-        }
-    }
-
-    pub fn count(&mut self, reply: &Reply) {
-        self.requests += 1;
-        self.input_tokens += reply.usage.input_tokens;
-        self.output_tokens += reply.usage.output_tokens;
-        let e = self
-            .usage
-            .entry(format!("{}/{}", reply.provider, reply.model))
-            .or_default();
-        e.0 += 1;
-        e.1 += reply.usage.input_tokens;
-        e.2 += reply.usage.output_tokens;
-    }
-
-    pub fn note_fallbacks(&mut self, failed: &[Attempt], answered: Option<&Reply>) {
-        if failed.is_empty() {
-            return;
-        }
-        let what = failed
-            .iter()
-            .map(Attempt::describe)
-            .collect::<Vec<_>>()
-            .join("; ");
-        self.fallbacks.push(match answered {
-            Some(r) => format!(
-                "model provider failed ({what}); the {} stage fell back to {}/{}",
-                self.name, r.provider, r.model
-            ),
-            None => format!("no model answered in the {} stage ({what})", self.name),
-        });
-    }
-
-    fn report(&self) -> StageReport {
-        StageReport {
-            name: self.name.clone(),
-            status: self.status.clone(),
-            ended_because: self.ended_because.clone(),
-            requests: self.requests,
-            tool_calls: self.tool_calls,
-            duration_ms: self.duration.as_secs_f64() * 1000.0,
-            input_tokens: self.input_tokens,
-            output_tokens: self.output_tokens,
         }
     }
 }
@@ -346,157 +216,6 @@ async fn run_model_stages(
         verdict,
         degradations,
     }
-}
-
-async fn judge_stage(
-    job: &Arc<Job>,
-    opts: &AgentOptions,
-    models: &Models,
-    brief: &str,
-    notes: Option<&str>,
-    nonce: &str,
-    ledger: &mut Ledgered,
-) -> (StageOutcome, Result<Verdict, String>) {
-    let started = Instant::now();
-    let mut out = StageOutcome::new("judge");
-    let ids = ledger_ids(job);
-    let listing = ledger_listing(job);
-    let notes = match notes {
-        Some(n) => delimit(nonce, "The analyst's notes:", n),
-        None => "The analyst left no notes.".into(),
-    };
-    let mut messages = vec![
-        Message::System {
-            content: judge::SYSTEM_PROMPT.into(),
-        },
-        Message::User {
-            content: format!(
-                "{brief}\n\n{notes}\n\nThe evidence ids of this job (cite only these):\n{listing}\n\nAnswer with the JSON object."
-            ),
-        },
-    ];
-    let mut last_fault = String::new();
-    for attempt in 0..opts.stages.judge_attempts {
-        let answer = tokio::select! {
-            a = models.complete(&messages, &[]) => a,
-            () = opts.cancel.cancelled() => {
-                out.status = "cancelled".into();
-                out.ended_because = Some("cancelled by the operator".into());
-                out.duration = started.elapsed();
-                return (out, Err("cancelled".into()));
-            }
-        };
-        let reply = match answer {
-            Ok((reply, failed)) => {
-                out.note_fallbacks(&failed, Some(&reply));
-                reply
-            }
-            Err(e) => {
-                out.note_fallbacks(&e.attempts, None);
-                out.status = "failed".into();
-                out.ended_because = Some(e.to_string());
-                out.duration = started.elapsed();
-                return (
-                    out,
-                    Err(format!(
-                        "the judge could not be asked ({e}): the heuristic verdict stands"
-                    )),
-                );
-            }
-        };
-        out.count(&reply);
-        ledger.usage(job, "judge", &reply);
-        let text = reply.text.clone().unwrap_or_default();
-        let checked = check(&text, &ids);
-        let mut turn = Turn {
-            stage: "judge".into(),
-            role: "assistant".into(),
-            text: Some(text.clone()),
-            tool_calls: vec![],
-            evidence: None,
-            tool: None,
-            notes: vec![],
-        };
-        match checked {
-            Ok(mut v) => {
-                v.model = Some(format!("{}/{}", reply.provider, reply.model));
-                out.conversation.push(turn);
-                out.duration = started.elapsed();
-                return (out, Ok(v));
-            }
-            Err(fault) => {
-                turn.notes.push(format!("refused: {fault}"));
-                out.conversation.push(turn);
-                last_fault = fault.clone();
-                if attempt + 1 < opts.stages.judge_attempts {
-                    let again = format!(
-                        "Your answer was refused: {fault}. Answer again with exactly one JSON object."
-                    );
-                    out.conversation.push(Turn {
-                        stage: "judge".into(),
-                        role: "user".into(),
-                        text: Some(again.clone()),
-                        tool_calls: vec![],
-                        evidence: None,
-                        tool: None,
-                        notes: vec![],
-                    });
-                    messages.push(Message::Assistant {
-                        content: Some(text),
-                        tool_calls: vec![],
-                    });
-                    messages.push(Message::User { content: again });
-                }
-            }
-        }
-    }
-    out.status = "failed".into();
-    out.ended_because = Some(format!("the verdict was refused: {last_fault}"));
-    out.duration = started.elapsed();
-    (
-        out,
-        Err(format!(
-            "the judge's verdict was refused {} time{} (last: {last_fault}): the heuristic verdict stands",
-            opts.stages.judge_attempts,
-            if opts.stages.judge_attempts == 1 {
-                ""
-            } else {
-                "s"
-            }
-        )),
-    )
-}
-
-/// The evidence ids in this job's ledger.
-pub fn ledger_ids(job: &Arc<Job>) -> BTreeSet<String> {
-    job.runtime()
-        .ledger()
-        .calls(Some(job.id()), usize::MAX / 2)
-        .map(|calls| calls.into_iter().map(|c| c.ev_id).collect())
-        .unwrap_or_default()
-}
-
-fn ledger_listing(job: &Arc<Job>) -> String {
-    job.runtime()
-        .ledger()
-        .calls(Some(job.id()), usize::MAX / 2)
-        .map(|calls| {
-            calls
-                .iter()
-                .filter(|c| !maljan_client::manifest::is_staging_tool(&c.tool))
-                .map(|c| {
-                    format!(
-                        "- {}: {} on {} ({})",
-                        c.ev_id,
-                        c.tool,
-                        c.server,
-                        if c.ok { "answered" } else { "failed" }
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .unwrap_or_default()
 }
 
 /// The triage findings as the models read them: each step with its evidence id, its answer cut

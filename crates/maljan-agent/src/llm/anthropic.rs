@@ -4,9 +4,22 @@
 
 use serde_json::{Value, json};
 
-use super::{Endpoint, Message, Parsed, ToolCall, ToolSpec, Usage};
+use super::{Endpoint, Message, Parsed, ToolCall, ToolSpec, Wire};
 
-pub(super) fn request(ep: &Endpoint, messages: &[Message], tools: &[ToolSpec]) -> Value {
+pub(super) const WIRE: Wire = Wire {
+    path: "/messages",
+    request,
+    headers: |req, key| {
+        let req = req.header("anthropic-version", "2023-06-01");
+        match key {
+            Some(k) => req.header("x-api-key", k),
+            None => req,
+        }
+    },
+    parse,
+};
+
+fn request(ep: &Endpoint, messages: &[Message], tools: &[ToolSpec]) -> Value {
     let mut system = Vec::new();
     let mut turns: Vec<(String, Vec<Value>)> = Vec::new();
     let mut push = |role: &str, block: Value| match turns.last_mut() {
@@ -67,7 +80,7 @@ pub(super) fn request(ep: &Endpoint, messages: &[Message], tools: &[ToolSpec]) -
     body
 }
 
-pub(super) fn parse(v: &Value) -> Result<Parsed, String> {
+fn parse(v: &Value) -> Result<Parsed, String> {
     let content = v
         .get("content")
         .and_then(Value::as_array)
@@ -97,16 +110,12 @@ pub(super) fn parse(v: &Value) -> Result<Parsed, String> {
             _ => {}
         }
     }
-    let usage = v.get("usage");
-    let n = |k: &str| usage.and_then(|u| u.get(k)).and_then(Value::as_u64);
+    let (model, usage) = Parsed::common(v, "input_tokens", "output_tokens");
     Ok(Parsed {
         text: (!text.is_empty()).then_some(text),
         tool_calls,
-        usage: Usage {
-            input_tokens: n("input_tokens").unwrap_or(0),
-            output_tokens: n("output_tokens").unwrap_or(0),
-        },
-        model: v.get("model").and_then(Value::as_str).map(str::to_string),
+        usage,
+        model,
     })
 }
 

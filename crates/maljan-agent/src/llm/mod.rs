@@ -100,6 +100,12 @@ impl ProviderKind {
             Self::Anthropic => "anthropic",
         }
     }
+    fn wire(self) -> &'static Wire {
+        match self {
+            Self::OpenAi => &openai::WIRE,
+            Self::Anthropic => &anthropic::WIRE,
+        }
+    }
     /// The provider's public API, when the config names no base_url.
     pub fn default_base_url(self) -> &'static str {
         match self {
@@ -135,31 +141,16 @@ impl Endpoint {
         messages: &[Message],
         tools: &[ToolSpec],
     ) -> Result<Reply, ProviderError> {
-        let (url, body) = match self.provider {
-            ProviderKind::OpenAi => (
-                format!("{}/chat/completions", self.base_url),
-                openai::request(self, messages, tools),
-            ),
-            ProviderKind::Anthropic => (
-                format!("{}/messages", self.base_url),
-                anthropic::request(self, messages, tools),
-            ),
-        };
-        let body =
-            serde_json::to_vec(&body).map_err(|e| ProviderError::BadAnswer(e.to_string()))?;
+        let wire = self.provider.wire();
+        let url = format!("{}{}", self.base_url, wire.path);
+        let body = serde_json::to_vec(&(wire.request)(self, messages, tools))
+            .map_err(|e| ProviderError::BadAnswer(e.to_string()))?;
         let request_bytes = body.len();
-        let mut req = http
+        let req = http
             .post(&url)
             .timeout(self.timeout)
             .header("content-type", "application/json");
-        req = match (self.provider, &self.key) {
-            (ProviderKind::OpenAi, Some(k)) => req.bearer_auth(k.expose()),
-            (ProviderKind::Anthropic, Some(k)) => req.header("x-api-key", k.expose()),
-            (_, None) => req,
-        };
-        if self.provider == ProviderKind::Anthropic {
-            req = req.header("anthropic-version", "2023-06-01");
-        }
+        let req = (wire.headers)(req, self.key.as_ref().map(Secret::expose));
         let started = std::time::Instant::now();
         let resp = req.body(body).send().await.map_err(|e| self.transport(e))?;
         let status = resp.status();
@@ -179,11 +170,7 @@ impl Endpoint {
         let json = json.ok_or_else(|| {
             ProviderError::BadAnswer(format!("the answer is not JSON ({} bytes)", bytes.len()))
         })?;
-        let parsed = match self.provider {
-            ProviderKind::OpenAi => openai::parse(&json),
-            ProviderKind::Anthropic => anthropic::parse(&json),
-        }
-        .map_err(ProviderError::BadAnswer)?;
+        let parsed = (wire.parse)(&json).map_err(ProviderError::BadAnswer)?;
         Ok(Reply {
             text: parsed.text,
             tool_calls: parsed.tool_calls,
@@ -205,12 +192,44 @@ impl Endpoint {
     }
 }
 
+/// What differs between the two wire formats. Everything else — sending to the base_url,
+/// timing, reading Retry-After, classifying failures, the chain of fallbacks — is shared.
+pub(crate) struct Wire {
+    /// Appended to the base_url.
+    pub path: &'static str,
+    pub request: fn(&Endpoint, &[Message], &[ToolSpec]) -> Value,
+    /// The key (when there is one) and any header the format requires.
+    pub headers: fn(reqwest::RequestBuilder, Option<&str>) -> reqwest::RequestBuilder,
+    pub parse: fn(&Value) -> Result<Parsed, String>,
+}
+
 /// An answer read out of a wire format.
 pub(crate) struct Parsed {
     pub text: Option<String>,
     pub tool_calls: Vec<ToolCall>,
     pub usage: Usage,
     pub model: Option<String>,
+}
+
+impl Parsed {
+    /// The answer's `model`, and its `usage` under the format's names for the two counts
+    /// (either may be absent: local servers often send none).
+    fn common(v: &Value, input: &str, output: &str) -> (Option<String>, Usage) {
+        let usage = v.get("usage");
+        let n = |k: &str| {
+            usage
+                .and_then(|u| u.get(k))
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+        };
+        (
+            v.get("model").and_then(Value::as_str).map(str::to_string),
+            Usage {
+                input_tokens: n(input),
+                output_tokens: n(output),
+            },
+        )
+    }
 }
 
 /// Why a provider gave no answer.

@@ -4,9 +4,19 @@
 
 use serde_json::{Value, json};
 
-use super::{Endpoint, Message, Parsed, ToolCall, ToolSpec, Usage};
+use super::{Endpoint, Message, Parsed, ToolCall, ToolSpec, Wire};
 
-pub(super) fn request(ep: &Endpoint, messages: &[Message], tools: &[ToolSpec]) -> Value {
+pub(super) const WIRE: Wire = Wire {
+    path: "/chat/completions",
+    request,
+    headers: |req, key| match key {
+        Some(k) => req.bearer_auth(k),
+        None => req,
+    },
+    parse,
+};
+
+fn request(ep: &Endpoint, messages: &[Message], tools: &[ToolSpec]) -> Value {
     let messages: Vec<Value> = messages
         .iter()
         .map(|m| match m {
@@ -51,7 +61,7 @@ pub(super) fn request(ep: &Endpoint, messages: &[Message], tools: &[ToolSpec]) -
     body
 }
 
-pub(super) fn parse(v: &Value) -> Result<Parsed, String> {
+fn parse(v: &Value) -> Result<Parsed, String> {
     let message = v
         .get("choices")
         .and_then(|c| c.get(0))
@@ -92,22 +102,19 @@ pub(super) fn parse(v: &Value) -> Result<Parsed, String> {
             arguments,
         });
     }
-    let usage = v.get("usage");
-    let n = |k: &str| usage.and_then(|u| u.get(k)).and_then(Value::as_u64);
+    let (model, usage) = Parsed::common(v, "prompt_tokens", "completion_tokens");
     Ok(Parsed {
         text,
         tool_calls,
-        usage: Usage {
-            input_tokens: n("prompt_tokens").unwrap_or(0),
-            output_tokens: n("completion_tokens").unwrap_or(0),
-        },
-        model: v.get("model").and_then(Value::as_str).map(str::to_string),
+        usage,
+        model,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::Usage;
 
     #[test]
     fn answers_with_object_arguments_and_no_usage_are_read() {
