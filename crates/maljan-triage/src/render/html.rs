@@ -375,11 +375,19 @@ fn agent(o: &mut String, r: &Report) {
         o.push_str("</ul>");
     }
     o.push_str("<h2>Conversation</h2>");
+    // A repeat answered from the ledger carries the earlier call's id: one anchor per id.
+    // (The triage steps anchored theirs already.)
+    let mut anchored: std::collections::HashSet<&str> = r
+        .steps
+        .iter()
+        .flat_map(|s| s.evidence.iter().map(String::as_str))
+        .collect();
     for t in &a.conversation {
         if t.role == "tool" {
             let id = t
                 .evidence
                 .as_ref()
+                .filter(|ev| anchored.insert(ev.as_str()))
                 .map(|ev| format!(" id=\"{}\"", e(ev)))
                 .unwrap_or_default();
             let _ = write!(

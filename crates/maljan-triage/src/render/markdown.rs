@@ -354,10 +354,17 @@ fn agent(o: &mut String, r: &Report) {
         o.push('\n');
     }
     let _ = writeln!(o, "### Conversation\n");
+    // One anchor per id: the triage steps have theirs, and a repeat answered from the ledger
+    // carries the earlier call's.
+    let mut anchored: std::collections::HashSet<&str> = r
+        .steps
+        .iter()
+        .flat_map(|s| s.evidence.iter().map(String::as_str))
+        .collect();
     for t in &a.conversation {
         match t.role.as_str() {
             "tool" => {
-                if let Some(ev) = &t.evidence {
+                if let Some(ev) = t.evidence.as_deref().filter(|ev| anchored.insert(ev)) {
                     let _ = write!(o, "<a id=\"{ev}\"></a>");
                 }
                 let _ = writeln!(
