@@ -104,6 +104,7 @@ pub fn registry(config: FilesConfig) -> Registry {
     dag::register(&mut reg, &cfg);
     storage::cloud_actions::register(&mut reg, &cfg);
     storage::storage_actions::register(&mut reg, &cfg);
+    storage::tree_actions::register(&mut reg, &cfg);
     let params = reg
         .tools()
         .iter()

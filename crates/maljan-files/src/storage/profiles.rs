@@ -102,6 +102,9 @@ pub struct StorageConfig {
     pub s3: BTreeMap<String, S3Profile>,
     pub azure_blob: BTreeMap<String, AzureProfile>,
     pub gcs: BTreeMap<String, GcsProfile>,
+    pub sftp: BTreeMap<String, super::remote_profiles::SftpProfile>,
+    pub ftp: BTreeMap<String, super::remote_profiles::FtpProfile>,
+    pub webdav: BTreeMap<String, super::remote_profiles::WebdavProfile>,
     /// The largest object one call uploads or downloads.
     pub max_object_bytes: u64,
 }
@@ -114,6 +117,9 @@ impl Default for StorageConfig {
             s3: BTreeMap::new(),
             azure_blob: BTreeMap::new(),
             gcs: BTreeMap::new(),
+            sftp: BTreeMap::new(),
+            ftp: BTreeMap::new(),
+            webdav: BTreeMap::new(),
             max_object_bytes: DEFAULT_MAX_OBJECT_BYTES,
         }
     }
@@ -201,6 +207,7 @@ impl StorageConfig {
             f.finish()?;
             config.gcs.insert(name, profile);
         }
+        super::remote_profiles::parse(&mut top, &mut config)?;
         top.finish()?;
         Ok(config)
     }
@@ -265,7 +272,7 @@ pub(crate) fn parse_connection_string(s: &str) -> Result<ConnectionString, Strin
 }
 
 /// One TOML table being read: each key taken once, the leftovers an error.
-struct Fields<'a> {
+pub(super) struct Fields<'a> {
     table: toml::Table,
     at: String,
     base: &'a Path,
@@ -287,7 +294,11 @@ impl<'a> Fields<'a> {
         }
     }
 
-    fn name(&self, key: &str) -> String {
+    pub(super) fn base(&self) -> &Path {
+        self.base
+    }
+
+    pub(super) fn name(&self, key: &str) -> String {
         if self.at.is_empty() {
             key.to_string()
         } else {
@@ -296,7 +307,7 @@ impl<'a> Fields<'a> {
     }
 
     /// `[backend.NAME]` tables, each as its own `Fields`.
-    fn profiles(&mut self, backend: &str) -> Result<Vec<(String, Fields<'a>)>, String> {
+    pub(super) fn profiles(&mut self, backend: &str) -> Result<Vec<(String, Fields<'a>)>, String> {
         let Some(value) = self.table.remove(backend) else {
             return Ok(Vec::new());
         };
@@ -318,7 +329,7 @@ impl<'a> Fields<'a> {
         Ok(out)
     }
 
-    fn string(&mut self, key: &str) -> Result<Option<String>, String> {
+    pub(super) fn string(&mut self, key: &str) -> Result<Option<String>, String> {
         match self.table.remove(key) {
             None => Ok(None),
             Some(toml::Value::String(s)) => Ok(Some(s)),
@@ -326,7 +337,7 @@ impl<'a> Fields<'a> {
         }
     }
 
-    fn url(&mut self, key: &str) -> Result<Option<String>, String> {
+    pub(super) fn url(&mut self, key: &str) -> Result<Option<String>, String> {
         let Some(s) = self.string(key)? else {
             return Ok(None);
         };
@@ -338,7 +349,7 @@ impl<'a> Fields<'a> {
         Ok(Some(s))
     }
 
-    fn bool(&mut self, key: &str) -> Result<Option<bool>, String> {
+    pub(super) fn bool(&mut self, key: &str) -> Result<Option<bool>, String> {
         match self.table.remove(key) {
             None => Ok(None),
             Some(toml::Value::Boolean(b)) => Ok(Some(b)),
@@ -346,7 +357,7 @@ impl<'a> Fields<'a> {
         }
     }
 
-    fn int(&mut self, key: &str) -> Result<Option<u64>, String> {
+    pub(super) fn int(&mut self, key: &str) -> Result<Option<u64>, String> {
         match self.table.remove(key) {
             None => Ok(None),
             Some(toml::Value::Integer(i)) if i >= 0 => Ok(Some(i as u64)),
@@ -354,7 +365,7 @@ impl<'a> Fields<'a> {
         }
     }
 
-    fn network(&mut self) -> Result<Network, String> {
+    pub(super) fn network(&mut self) -> Result<Network, String> {
         let d = Network::default();
         let net = Network {
             allow_private_endpoint: self.bool("allow_private_endpoint")?.unwrap_or(false),
@@ -376,7 +387,7 @@ impl<'a> Fields<'a> {
     }
 
     /// `key`, `key_file` or `key_env`: at most one.
-    fn secret(&mut self, key: &str) -> Result<Option<Secret>, String> {
+    pub(super) fn secret(&mut self, key: &str) -> Result<Option<Secret>, String> {
         let inline = self.string(key)?;
         let file = self.string(&format!("{key}_file"))?;
         let var = self.string(&format!("{key}_env"))?;
@@ -419,7 +430,7 @@ impl<'a> Fields<'a> {
         Ok(None)
     }
 
-    fn finish(self) -> Result<(), String> {
+    pub(super) fn finish(self) -> Result<(), String> {
         match self.table.keys().next() {
             None => Ok(()),
             Some(k) => Err(format!("unknown key {}", self.name(k))),
