@@ -106,6 +106,7 @@ pub fn registry(config: FilesConfig) -> Registry {
     storage::cloud_actions::register(&mut reg, &cfg);
     storage::storage_actions::register(&mut reg, &cfg);
     drives::register(&mut reg, &cfg);
+    storage::tree_actions::register(&mut reg, &cfg);
     let params = reg
         .tools()
         .iter()

@@ -30,6 +30,14 @@ fn read_only_hides_every_writing_storage_action() {
         "FA_gcs_upload_dir",
         "FA_gcs_download_file",
         "FA_gcs_delete_object",
+        "FA_sftp_upload_file",
+        "FA_sftp_upload_dir",
+        "FA_sftp_download_file",
+        "FA_sftp_delete_path",
+        "FA_ftp_upload_file",
+        "FA_ftp_upload_dir",
+        "FA_ftp_download_file",
+        "FA_ftp_delete_path",
     ] {
         assert!(
             !names.iter().any(|n| n == hidden),
@@ -40,6 +48,8 @@ fn read_only_hides_every_writing_storage_action() {
         "FA_s3_list_bucket",
         "FA_azure_blob_list_container",
         "FA_gcs_list_bucket",
+        "FA_sftp_list_dir",
+        "FA_ftp_list_dir",
     ] {
         assert!(names.iter().any(|n| n == kept), "{kept} is missing");
     }
@@ -59,6 +69,15 @@ async fn an_unconfigured_profile_names_the_remedy() {
         .await;
     assert_eq!(code, "not_configured");
     let (code, _) = h.error("FA_gcs_list_bucket", json!({"bucket": "b"})).await;
+    assert_eq!(code, "not_configured");
+    for tool in ["FA_sftp_list_dir", "FA_ftp_list_dir"] {
+        let (code, message) = h.error(tool, json!({})).await;
+        assert_eq!(code, "not_configured");
+        assert!(message.contains("default] storage profile"), "{message}");
+    }
+    let (code, _) = h
+        .error("FA_storage_list", json!({"uri": "webdav://h/dav/"}))
+        .await;
     assert_eq!(code, "not_configured");
     // Bad arguments are answered before any profile is looked at.
     assert_eq!(
@@ -82,4 +101,8 @@ fn later_init_secrets_are_write_only_in_the_schema() {
     let az = &reg.get("FA_azure_blob_later_init").unwrap().input_schema["properties"];
     assert_eq!(az["connection_string"]["writeOnly"], json!(true));
     assert_eq!(az["credential"]["writeOnly"], json!(true));
+    for tool in ["FA_sftp_later_init", "FA_ftp_later_init"] {
+        let p = &reg.get(tool).unwrap().input_schema["properties"];
+        assert_eq!(p["password"]["writeOnly"], json!(true), "{tool}: {p}");
+    }
 }

@@ -318,13 +318,15 @@ async fn memory_and_local_uris_without_a_server() {
         Err("bad_argument".into())
     );
     assert_eq!(
-        h.call("FA_storage_exists", json!({"uri": "sftp://host/x"}))
+        h.call("FA_storage_exists", json!({"uri": "dropbox:///x"}))
             .await,
         Err("unsupported_format".into())
     );
     let schemes = h.call("FA_storage_schemes", json!({})).await.unwrap();
     assert_eq!(
         schemes,
-        json!(["azure", "file", "gs", "local", "memory", "s3"])
+        json!([
+            "azure", "file", "ftp", "gs", "local", "memory", "s3", "sftp", "webdav"
+        ])
     );
 }

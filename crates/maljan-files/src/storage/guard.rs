@@ -134,6 +134,49 @@ impl HttpConnector for GuardedConnector {
     }
 }
 
+/// A plain reqwest client under the same policy (for WebDAV): the checking resolver unless the
+/// profile allows private endpoints, no proxies, no redirects, and `ca_file`'s certificates
+/// trusted besides the system's. The endpoint's address literal is checked by
+/// [`check_endpoint`] before the client is used.
+pub(crate) fn guarded_client(
+    net: &Network,
+    ca_file: Option<&std::path::Path>,
+) -> Result<reqwest::Client, ToolError> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let timeout = Duration::from_secs(net.timeout_s);
+    let mut b = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .connect_timeout(timeout)
+        .read_timeout(timeout)
+        .user_agent(concat!("maljan-files/", env!("CARGO_PKG_VERSION")));
+    if !net.allow_private_endpoint {
+        b = b.dns_resolver(Arc::new(CheckingResolver));
+    }
+    if let Some(path) = ca_file {
+        let pem = std::fs::read(path).map_err(|e| {
+            ToolError::not_configured(format!(
+                "the profile's ca_file {} cannot be read: {e}",
+                path.display()
+            ))
+        })?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+            ToolError::not_configured(format!(
+                "{} holds no PEM certificate: {}",
+                path.display(),
+                e.without_url()
+            ))
+        })?;
+        b = b.tls_certs_merge(certs);
+    }
+    b.build().map_err(|e| {
+        ToolError::tool_failed(format!(
+            "the HTTP client cannot be built: {}",
+            e.without_url()
+        ))
+    })
+}
+
 /// reqwest's client, with address literals checked before each request.
 #[derive(Debug)]
 struct Guarded {

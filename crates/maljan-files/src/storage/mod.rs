@@ -17,12 +17,19 @@ use maljan_server::ToolError;
 use object_store::ObjectStore;
 
 pub(crate) mod cloud_actions;
+mod ftp;
 pub(crate) mod guard;
 pub(crate) mod object;
 pub mod profiles;
+pub(crate) mod remote;
+mod remote_fs;
+pub mod remote_profiles;
+mod sftp;
 pub(crate) mod storage_actions;
 pub(crate) mod transfer;
+pub(crate) mod tree_actions;
 pub(crate) mod uri;
+mod webdav;
 
 use object::{Cloud, CloudProfile};
 pub use profiles::{Secret, StorageConfig};
@@ -51,6 +58,8 @@ pub(crate) struct Storage {
     session: Mutex<HashMap<(Cloud, String), CloudProfile>>,
     /// One store per (backend, profile, bucket): its connection pool is kept between calls.
     stores: Mutex<HashMap<StoreKey, Arc<dyn ObjectStore>>>,
+    /// The SFTP, FTP and WebDAV clients.
+    pub(crate) remote: remote::Remotes,
 }
 
 impl Storage {
@@ -60,6 +69,7 @@ impl Storage {
             memory: Arc::new(object_store::memory::InMemory::new()),
             session: Default::default(),
             stores: Default::default(),
+            remote: Default::default(),
         }
     }
 
@@ -92,6 +102,8 @@ impl Storage {
                 .cloned()
                 .map(CloudProfile::Azure),
             Cloud::Gcs => self.config.gcs.get(name).cloned().map(CloudProfile::Gcs),
+            // Their profiles are `remote`'s.
+            Cloud::Sftp | Cloud::Ftp | Cloud::Webdav => None,
         }
     }
 

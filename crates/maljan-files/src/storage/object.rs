@@ -35,6 +35,10 @@ pub(crate) enum Cloud {
     S3,
     Azure,
     Gcs,
+    /// The file-tree servers (storage URIs only; their clients are in `remote`).
+    Sftp,
+    Ftp,
+    Webdav,
 }
 
 impl Cloud {
@@ -43,6 +47,9 @@ impl Cloud {
             Cloud::S3 => "s3",
             Cloud::Azure => "azure_blob",
             Cloud::Gcs => "gcs",
+            Cloud::Sftp => "sftp",
+            Cloud::Ftp => "ftp",
+            Cloud::Webdav => "webdav",
         }
     }
 }

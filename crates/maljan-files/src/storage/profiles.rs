@@ -104,6 +104,9 @@ pub struct StorageConfig {
     pub gcs: BTreeMap<String, GcsProfile>,
     /// `[dropbox.NAME]`, `[onedrive.NAME]`, `[box.NAME]`, `[drive.NAME]` (crate::drives).
     pub drives: crate::drives::DriveProfiles,
+    pub sftp: BTreeMap<String, super::remote_profiles::SftpProfile>,
+    pub ftp: BTreeMap<String, super::remote_profiles::FtpProfile>,
+    pub webdav: BTreeMap<String, super::remote_profiles::WebdavProfile>,
     /// The largest object one call uploads or downloads.
     pub max_object_bytes: u64,
 }
@@ -117,6 +120,9 @@ impl Default for StorageConfig {
             azure_blob: BTreeMap::new(),
             gcs: BTreeMap::new(),
             drives: Default::default(),
+            sftp: BTreeMap::new(),
+            ftp: BTreeMap::new(),
+            webdav: BTreeMap::new(),
             max_object_bytes: DEFAULT_MAX_OBJECT_BYTES,
         }
     }
@@ -205,6 +211,7 @@ impl StorageConfig {
             config.gcs.insert(name, profile);
         }
         config.drives = crate::drives::DriveProfiles::parse(&mut top)?;
+        super::remote_profiles::parse(&mut top, &mut config)?;
         top.finish()?;
         Ok(config)
     }
@@ -291,7 +298,11 @@ impl<'a> Fields<'a> {
         }
     }
 
-    fn name(&self, key: &str) -> String {
+    pub(super) fn base(&self) -> &Path {
+        self.base
+    }
+
+    pub(super) fn name(&self, key: &str) -> String {
         if self.at.is_empty() {
             key.to_string()
         } else {
@@ -350,7 +361,7 @@ impl<'a> Fields<'a> {
         }
     }
 
-    fn int(&mut self, key: &str) -> Result<Option<u64>, String> {
+    pub(super) fn int(&mut self, key: &str) -> Result<Option<u64>, String> {
         match self.table.remove(key) {
             None => Ok(None),
             Some(toml::Value::Integer(i)) if i >= 0 => Ok(Some(i as u64)),

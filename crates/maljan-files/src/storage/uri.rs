@@ -12,16 +12,18 @@ use std::sync::Arc;
 use maljan_server::ToolError;
 use object_store::ObjectStore;
 
-use super::object::Cloud;
+use super::{object::Cloud, remote::Tree};
 use crate::Config;
 
 /// The schemes this server serves, as FA_storage_schemes answers.
-pub(crate) const SCHEMES: &[&str] = &["azure", "file", "gs", "local", "memory", "s3"];
+pub(crate) const SCHEMES: &[&str] = &[
+    "azure", "file", "ftp", "gs", "local", "memory", "s3", "sftp", "webdav",
+];
 
 /// Schemes automation-file has that this server does not serve yet.
 const NOT_YET: &[&str] = &[
-    "sftp", "ftp", "ftps", "webdav", "webdavs", "dav", "smb", "dropbox", "onedrive", "box",
-    "gdrive", "drive", "http", "https",
+    "ftps", "webdavs", "dav", "smb", "dropbox", "onedrive", "box", "gdrive", "drive", "http",
+    "https",
 ];
 
 /// A place in storage.
@@ -102,6 +104,9 @@ pub(crate) fn parse(c: &Config, uri: &str, profile: &str) -> Result<Location, To
         "azure" | "az" => Some(Cloud::Azure),
         "gs" | "gcs" => Some(Cloud::Gcs),
         "memory" => None,
+        "sftp" => return tree_location(c, Tree::Sftp, rest, profile),
+        "ftp" => return tree_location(c, Tree::Ftp, rest, profile),
+        "webdav" => return tree_location(c, Tree::Webdav, rest, profile),
         other if NOT_YET.contains(&other) => {
             return Err(ToolError::unsupported_format(format!(
                 "{other}:// is not served by this files server yet"
@@ -152,6 +157,57 @@ pub(crate) fn parse(c: &Config, uri: &str, profile: &str) -> Result<Location, To
         key,
         cloud,
         bucket,
+    })
+}
+
+/// `sftp://HOST[:PORT]/abs/path` (also `ftp://`, `webdav://`): a path on the profile's server,
+/// whose host the authority must name (an empty one, `sftp:///path`, means the profile's).
+fn tree_location(c: &Config, tree: Tree, rest: &str, profile: &str) -> Result<Location, ToolError> {
+    let scheme = tree.table();
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    if authority.contains('@') {
+        return Err(ToolError::bad_argument(
+            "a storage URI must not carry user information: credentials belong in the storage profile",
+        ));
+    }
+    let (p, client) = c.storage.remote.client(&c.storage.config, tree, profile)?;
+    let host = p.host();
+    if !authority.is_empty() {
+        let (h, port) = match authority.rsplit_once(':') {
+            Some((h, port)) if !h.ends_with(']') || authority.starts_with('[') => (
+                h,
+                Some(port.parse::<u16>().map_err(|_| {
+                    ToolError::bad_argument(format!("{authority:?} has no valid port"))
+                })?),
+            ),
+            _ => (authority, None),
+        };
+        let same_port = port.is_none_or(|port| port == p.port());
+        if !h.eq_ignore_ascii_case(&host) || !same_port {
+            return Err(ToolError::bad_argument(format!(
+                "{scheme}://{authority} is not the server of the [{scheme}.{profile}] profile ({host}:{})",
+                p.port()
+            ))
+            .with_remediation(format!(
+                "give the profile argument that connects to {authority}, or write {scheme}:///PATH for the profile's own server"
+            )));
+        }
+    }
+    let key = percent_decoded(path.trim_end_matches('/'))?;
+    if !key.is_empty() {
+        super::object::key(&key)?;
+    }
+    let cloud = match tree {
+        Tree::Sftp => Cloud::Sftp,
+        Tree::Ftp => Cloud::Ftp,
+        Tree::Webdav => Cloud::Webdav,
+    };
+    Ok(Location::Object {
+        store: client.store(tree, "/", &host),
+        key,
+        base: format!("{scheme}://{host}"),
+        cloud: Some(cloud),
+        bucket: format!("{host}:{}", p.port()),
     })
 }
 
@@ -212,8 +268,10 @@ mod tests {
                 .to_string(),
             Ok(_) => "ok".into(),
         };
-        assert_eq!(code("sftp://host/x"), "unsupported_format");
-        assert_eq!(code("webdav://host/x"), "unsupported_format");
+        assert_eq!(code("sftp://host/x"), "not_configured");
+        assert_eq!(code("webdav://host/x"), "not_configured");
+        assert_eq!(code("ftp://user@host/x"), "bad_argument");
+        assert_eq!(code("dropbox:///x"), "unsupported_format");
         assert_eq!(code("bogus://x/y"), "bad_argument");
         assert_eq!(code("s3:///key"), "bad_argument");
         assert_eq!(code("s3://user:pw@bucket/key"), "bad_argument");
