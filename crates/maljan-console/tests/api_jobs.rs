@@ -47,7 +47,7 @@ async fn events(c: &common::Console, id: &str, last: Option<&str>) -> Vec<(i64, 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_submitted_job_runs_streams_and_reports() {
-    let c = common::console();
+    let c = common::console_analysis();
     let (s, v) = c
         .submit(
             "dropper.bin",

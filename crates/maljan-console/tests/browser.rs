@@ -37,6 +37,14 @@ async fn shot(client: &Client, dir: &Path, name: &str) {
     std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
 }
 
+/// A copy of a built binary in the test's own folder: the shared target directory's copy can be
+/// replaced by another checkout's build while this test runs.
+fn own_copy(built: &Path, dir: &Path) -> PathBuf {
+    let copy = dir.join(built.file_name().unwrap());
+    std::fs::copy(built, &copy).unwrap();
+    copy
+}
+
 fn wait(c: &Client) -> fantoccini::wait::Wait<'_> {
     c.wait().at_most(Duration::from_secs(90))
 }
@@ -54,9 +62,9 @@ fn tool(var: &str, fallback: &str) -> String {
 async fn add_test_submit_watch_report_and_follow_evidence_in_chromium() {
     let chromium = tool("MALJAN_CHROMIUM", "/usr/bin/chromium");
     let chromedriver = tool("MALJAN_CHROMEDRIVER", "/usr/bin/chromedriver");
-    let maljan = maljan_testkit::package_bin("maljan", "maljan");
-    let echo = maljan_testkit::bin_path("fixture-echo");
     let dir = tempfile::tempdir().unwrap();
+    let maljan = own_copy(&maljan_testkit::package_bin("maljan", "maljan"), dir.path());
+    let echo = own_copy(&maljan_testkit::bin_path("fixture-echo"), dir.path());
     let config = dir.path().join("config.toml");
     std::fs::write(
         &config,
@@ -73,6 +81,15 @@ async fn add_test_submit_watch_report_and_follow_evidence_in_chromium() {
             .stdout(Stdio::null())
             .spawn()
             .expect("start maljan console"),
+    );
+    let help = Command::new(&maljan)
+        .args(["console", "--help"])
+        .output()
+        .unwrap();
+    assert!(
+        help.status.success(),
+        "{} has no `console` command (a build of another checkout?)",
+        maljan.display()
     );
     maljan_testkit::wait_answering(&addr, "/");
     let wd_port = maljan_testkit::free_port();

@@ -176,7 +176,7 @@ async fn the_server_form_tests_shows_errors_and_saves() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_job_shows_the_verdict_first_and_links_its_evidence() {
-    let c = common::console();
+    let c = common::console_analysis();
     let (s, v) = c
         .submit("sample.bin", &common::sample_bytes(), &[("agent", "off")])
         .await;

@@ -35,15 +35,21 @@ pub fn maljan_bin() -> String {
         .into_owned()
 }
 
-/// A console listening (in name) on `listen`, with `echo` and `analysis` configured.
-pub fn console_on(listen: &str, max_sample_bytes: u64) -> Console {
+/// A console listening (in name) on `listen`, with `echo` configured, and `analysis` (the
+/// real `maljan serve analysis`) when jobs are to find something.
+pub fn console_with(listen: &str, max_sample_bytes: u64, analysis: bool) -> Console {
     let dir = tempfile::tempdir().unwrap();
     let config_path = dir.path().join("config.toml");
-    let text = format!(
-        "[servers.echo]\ncommand = {:?}\nlabel = \"fixture echo\"\n\n[servers.analysis]\ncommand = {:?}\nargs = [\"serve\", \"analysis\"]\n",
-        echo_bin(),
-        maljan_bin()
+    let mut text = format!(
+        "[servers.echo]\ncommand = {:?}\nlabel = \"fixture echo\"\n",
+        echo_bin()
     );
+    if analysis {
+        text.push_str(&format!(
+            "\n[servers.analysis]\ncommand = {:?}\nargs = [\"serve\", \"analysis\"]\n",
+            maljan_bin()
+        ));
+    }
     std::fs::write(&config_path, text).unwrap();
     let mut config = Config::load(Some(&config_path)).unwrap();
     config.data_dir = dir.path().join("data");
@@ -69,8 +75,17 @@ pub fn console_on(listen: &str, max_sample_bytes: u64) -> Console {
     }
 }
 
+pub fn console_on(listen: &str, max_sample_bytes: u64) -> Console {
+    console_with(listen, max_sample_bytes, false)
+}
+
 pub fn console() -> Console {
     console_on("127.0.0.1:8700", 1 << 20)
+}
+
+/// With the analysis server too: jobs that find something.
+pub fn console_analysis() -> Console {
+    console_with("127.0.0.1:8700", 1 << 20, true)
 }
 
 impl Console {
