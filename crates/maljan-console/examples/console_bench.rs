@@ -14,7 +14,7 @@ use maljan_console::{AppState, ConsoleOptions, router};
 use tower::ServiceExt;
 
 fn entry(job: &str, i: usize) -> LedgerEntry {
-    let ok = i % 7 != 0;
+    let ok = !i.is_multiple_of(7);
     LedgerEntry {
         job_id: job.to_string(),
         ev_id: format!("ev_{:04}", i + 1),
@@ -69,7 +69,7 @@ async fn main() -> anyhow::Result<()> {
             &format!("sample {j}"),
             Some(("/samples/a.bin", "ab".repeat(32).as_str(), 4096)),
         )?;
-        if j % 3 == 0 {
+        if j.is_multiple_of(3) {
             ledger.finish_job(
                 &format!("j-{j:06}"),
                 ["complete", "degraded", "failed"][(j / 3) % 3],

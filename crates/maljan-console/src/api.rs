@@ -59,13 +59,9 @@ fn ledger_err(e: impl std::fmt::Display) -> Response {
 }
 
 /// The body as a [`ServerInput`], with a clear error for bad JSON or an unknown field.
-fn server_input(body: &Bytes) -> Result<ServerInput, Response> {
-    serde_json::from_slice(body).map_err(|e| {
-        problem(Problem::new(
-            400,
-            format!("the body is not a server object: {e}"),
-        ))
-    })
+fn server_input(body: &Bytes) -> Result<ServerInput, Problem> {
+    serde_json::from_slice(body)
+        .map_err(|e| Problem::new(400, format!("the body is not a server object: {e}")))
 }
 
 async fn list_servers(State(st): State<Arc<AppState>>) -> Response {
@@ -103,7 +99,7 @@ fn stored(st: &Arc<AppState>, name: &str, input: &ServerInput, creating: bool) -
 async fn create_server(State(st): State<Arc<AppState>>, body: Bytes) -> Response {
     let input = match server_input(&body) {
         Ok(i) => i,
-        Err(r) => return r,
+        Err(p) => return problem(p),
     };
     let Some(name) = input.name.clone().filter(|n| !n.is_empty()) else {
         return fields(FieldErrors::from([(
@@ -121,7 +117,7 @@ async fn patch_server(
 ) -> Response {
     let input = match server_input(&body) {
         Ok(i) => i,
-        Err(r) => return r,
+        Err(p) => return problem(p),
     };
     if input.name.as_ref().is_some_and(|n| n != &name) {
         return fields(FieldErrors::from([(
@@ -144,7 +140,7 @@ async fn delete_server(State(st): State<Arc<AppState>>, Path(name): Path<String>
 async fn test_unsaved(State(st): State<Arc<AppState>>, body: Bytes) -> Response {
     let input = match server_input(&body) {
         Ok(i) => i,
-        Err(r) => return r,
+        Err(p) => return problem(p),
     };
     let name = input.name.clone().unwrap_or_else(|| "unsaved".into());
     let config = st.config();

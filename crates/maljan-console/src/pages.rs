@@ -357,7 +357,7 @@ async fn post_edit_server(
     Path(name): Path<String>,
     body: Bytes,
 ) -> Response {
-    if st.config().servers.get(&name).is_none() {
+    if !st.config().servers.contains_key(&name) {
         return error_page(
             &st,
             &csrf,
