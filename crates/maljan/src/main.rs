@@ -4,6 +4,7 @@
 mod agent_cmds;
 mod analyze;
 mod client_cmds;
+mod console_cmd;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -40,6 +41,8 @@ enum Command {
     /// The agent: the tool catalog a model gets.
     #[command(subcommand)]
     Agent(agent_cmds::AgentCommand),
+    /// The web console over the same runtime (default http://127.0.0.1:8700/).
+    Console(console_cmd::ConsoleArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -73,6 +76,7 @@ fn main() -> std::process::ExitCode {
             Command::Ledger(args) => client_cmds::ledger(args).await,
             Command::Llm(cmd) => agent_cmds::llm_cmd(cmd).await,
             Command::Agent(cmd) => agent_cmds::agent_cmd(cmd).await,
+            Command::Console(args) => console_cmd::console(args).await,
         }
     });
     // Blocking work still running (a read from a FIFO, a tool whose caller is gone) is not

@@ -13,6 +13,7 @@
 //! Throughput: one writer thread owns the connection and commits whatever is queued in one
 //! transaction (group commit), so concurrent calls share commits; see [`writer`].
 
+mod browse;
 mod read;
 mod writer;
 
@@ -22,6 +23,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
+pub use browse::{CallFilter, JobEvent, Page};
 use read::{read_calls, read_degradations, read_jobs};
 use writer::{Op, Writer};
 
@@ -463,7 +465,8 @@ fn setup(conn: &Connection) -> rusqlite::Result<()> {
     // NORMAL: a commit reaches the WAL file (and so survives a process kill) without an fsync per
     // commit; only checkpoints sync.
     conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA temp_store=MEMORY;")?;
-    conn.execute_batch(SCHEMA)
+    conn.execute_batch(SCHEMA)?;
+    conn.execute_batch(browse::SCHEMA)
 }
 
 fn stopped() -> LedgerError {
@@ -483,7 +486,7 @@ fn cap(mut text: String, max: usize) -> (String, bool) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn entry(job: &str, ev: &str) -> LedgerEntry {

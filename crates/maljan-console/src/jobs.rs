@@ -1,0 +1,437 @@
+//! Jobs the console runs in its own process, many at once, each exactly as `maljan analyze`
+//! runs one: the triage plan and the stages discovered beside the config file, the model from
+//! the config, `maljan_agent::analyze` on a job of the shared runtime. What differs is only the
+//! front end: the sample arrives as an upload, progress goes to the ledger's job events (so an
+//! event stream can resume from `Last-Event-ID`) and to a broadcast for live watchers, and the
+//! finished report is kept in the ledger for the pages and the API.
+
+use std::{convert::Infallible, path::PathBuf, sync::Arc};
+
+use axum::{
+    extract::Multipart,
+    response::sse::{Event, KeepAlive, Sse},
+};
+use futures::{Stream, StreamExt, stream};
+use maljan_agent::{AgentOptions, AgentProgress, Models, Stages, llm};
+use maljan_client::{JobEvent, JobSpec, KeySource, job::new_job_id};
+use maljan_triage::{Plan, Progress, StepReport, TriageOptions, render, report::ServerInfo};
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc};
+use tokio_stream::wrappers::BroadcastStream;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    security::{CsrfInForm, csrf_matches},
+    servers::FieldErrors,
+    state::{AppState, LiveJob, Problem},
+};
+
+/// A submitted sample, stored, waiting for its job.
+#[derive(Debug)]
+pub struct Submission {
+    pub job_id: String,
+    pub dir: PathBuf,
+    pub path: PathBuf,
+    pub name: String,
+    pub servers: Option<Vec<String>>,
+    pub agent: bool,
+}
+
+/// Why a submission was refused: a problem (413, 403, 400) or errors per field (422).
+#[derive(Debug)]
+pub enum Refused {
+    Problem(Problem),
+    Fields(FieldErrors),
+}
+
+impl From<Problem> for Refused {
+    fn from(p: Problem) -> Self {
+        Self::Problem(p)
+    }
+}
+
+fn field(name: &str, problem: impl Into<String>) -> Refused {
+    Refused::Fields(FieldErrors::from([(name.to_string(), problem.into())]))
+}
+
+/// Reads the multipart form (`sample`, optional `servers`, `agent`, and `_csrf` from a page),
+/// streaming the sample to its own 0700 directory. Anything refused leaves nothing behind.
+pub async fn read_submission(
+    state: &AppState,
+    mut form: Multipart,
+    csrf: Option<CsrfInForm>,
+) -> Result<Submission, Refused> {
+    let job_id = new_job_id();
+    let dir = state.samples_dir.join(&job_id);
+    let expected = csrf.map(|c| c.0);
+    let result = read_fields(state, &mut form, &job_id, &dir, expected.as_deref()).await;
+    if result.is_err() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    result
+}
+
+fn forged() -> Refused {
+    Refused::Problem(Problem::new(
+        403,
+        "missing or wrong CSRF token: reload the page and submit the form again",
+    ))
+}
+
+async fn read_fields(
+    state: &AppState,
+    form: &mut Multipart,
+    job_id: &str,
+    dir: &std::path::Path,
+    expected_csrf: Option<&str>,
+) -> Result<Submission, Refused> {
+    // A page's form puts `_csrf` first: a forged form is refused before its sample is stored.
+    let forged_so_far = |seen: &Option<String>| {
+        expected_csrf.is_some_and(|e| !csrf_matches(e, seen.as_deref().unwrap_or("")))
+    };
+    let malformed = |e: axum::extract::multipart::MultipartError| {
+        Refused::Problem(Problem::new(
+            400,
+            format!("malformed multipart form: {}", e.body_text()),
+        ))
+    };
+    let (mut sample, mut servers, mut agent, mut csrf) = (None, None::<Vec<String>>, true, None);
+    while let Some(mut part) = form.next_field().await.map_err(malformed)? {
+        let name = part.name().unwrap_or("").to_string();
+        match name.as_str() {
+            "sample" => {
+                if forged_so_far(&csrf) {
+                    return Err(forged());
+                }
+                let original = part.file_name().unwrap_or("sample").to_string();
+                let safe = maljan_client::staging::safe_name(&original);
+                maljan_client::paths::create_private_dir(dir)
+                    .map_err(|e| Problem::new(500, format!("cannot store the sample: {e}")))?;
+                let path = dir.join(if safe.is_empty() {
+                    "sample".into()
+                } else {
+                    safe
+                });
+                let size = write_capped(&mut part, &path, state.opts.max_sample_bytes).await?;
+                if size == 0 {
+                    return Err(field("sample", "the sample is empty"));
+                }
+                sample = Some((path, original));
+            }
+            "servers" => {
+                let text = part.text().await.map_err(malformed)?;
+                let list = servers.get_or_insert_with(Vec::new);
+                list.extend(
+                    text.split(',')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .map(String::from),
+                );
+            }
+            "agent" => {
+                let text = part.text().await.map_err(malformed)?;
+                agent = match text.trim() {
+                    "on" | "true" | "1" | "yes" => true,
+                    "off" | "false" | "0" | "no" => false,
+                    other => return Err(field("agent", format!("'{other}': expected on or off"))),
+                };
+            }
+            "_csrf" => csrf = Some(part.text().await.map_err(malformed)?),
+            other => {
+                return Err(field(
+                    other,
+                    "unknown field (expected sample, servers, agent)",
+                ));
+            }
+        }
+    }
+    if forged_so_far(&csrf) {
+        return Err(forged());
+    }
+    let Some((path, name)) = sample else {
+        return Err(field(
+            "sample",
+            "no sample file in the form (field `sample`)",
+        ));
+    };
+    let config = state.config();
+    if let Some(list) = &servers {
+        if list.is_empty() {
+            servers = None;
+        } else if let Some(unknown) = list.iter().find(|n| config.server(n).is_none()) {
+            let known: Vec<&str> = config.servers.keys().map(String::as_str).collect();
+            return Err(field(
+                "servers",
+                format!(
+                    "no server named '{unknown}' is configured (configured: {})",
+                    known.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(Submission {
+        job_id: job_id.to_string(),
+        dir: dir.to_path_buf(),
+        path,
+        name,
+        servers,
+        agent,
+    })
+}
+
+async fn write_capped(
+    part: &mut axum::extract::multipart::Field<'_>,
+    path: &std::path::Path,
+    max: u64,
+) -> Result<u64, Refused> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use tokio::io::AsyncWriteExt;
+    let io = |e: std::io::Error| Problem::new(500, format!("cannot store the sample: {e}"));
+    let std_file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(io)?;
+    let mut file = tokio::fs::File::from_std(std_file);
+    let mut size = 0u64;
+    while let Some(chunk) = part
+        .chunk()
+        .await
+        .map_err(|e| Problem::new(400, format!("malformed multipart form: {}", e.body_text())))?
+    {
+        size += chunk.len() as u64;
+        if size > max {
+            return Err(Refused::Problem(Problem::new(
+                413,
+                format!(
+                    "the sample is larger than this console accepts ({max} bytes; `maljan console --max-sample-bytes`)"
+                ),
+            )));
+        }
+        file.write_all(&chunk).await.map_err(io)?;
+    }
+    file.flush().await.map_err(io)?;
+    Ok(size)
+}
+
+/// Starts the job (its ledger row exists when this returns) and runs it in the background.
+pub fn start(state: &Arc<AppState>, sub: Submission) -> Result<String, Problem> {
+    let fail = |p: Problem| {
+        let _ = std::fs::remove_dir_all(&sub.dir);
+        p
+    };
+    let runtime = state.runtime();
+    let config = runtime.config().clone();
+    let (plan, _) = Plan::discover(None, &config.path)
+        .map_err(|e| fail(Problem::new(500, format!("triage plan: {e}"))))?;
+    let stages = Stages::discover(&config.path).map_err(|e| fail(Problem::new(500, e)))?;
+    let models = if sub.agent {
+        let keys = KeySource::in_dir(&config.data_dir);
+        llm::resolve(&config, &keys, &llm::Overrides::from_env(), None)
+            .map_err(|e| fail(Problem::new(500, format!("the model: {e}"))))?
+            .map(|eps| Arc::new(Models::new(eps)))
+    } else {
+        None
+    };
+    let job = runtime
+        .new_job(JobSpec {
+            label: format!("console: {}", sub.name),
+            sample: Some(sub.path.clone()),
+            id: Some(sub.job_id.clone()),
+        })
+        .map_err(|e| fail(Problem::new(500, e.to_string())))?;
+    let live = Arc::new(LiveJob {
+        cancel: CancellationToken::new(),
+        events: broadcast::channel(1024).0,
+    });
+    state
+        .live
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(sub.job_id.clone(), live.clone());
+    let (tx, rx) = mpsc::unbounded_channel::<(String, Value)>();
+    let recorder = tokio::spawn(record_events(
+        state.clone(),
+        sub.job_id.clone(),
+        live.clone(),
+        rx,
+    ));
+    let upload_tx = tx.clone();
+    job.on_upload_progress(move |p| {
+        let _ = upload_tx.send((
+            "upload".into(),
+            json!({"server": p.server, "sent": p.sent, "total": p.total}),
+        ));
+    });
+    let opts = AgentOptions {
+        triage: TriageOptions {
+            plan,
+            servers: sub.servers.clone(),
+            ..Default::default()
+        },
+        models,
+        stages,
+        cancel: live.cancel.clone(),
+    };
+    let st = state.clone();
+    let id = sub.job_id.clone();
+    tokio::spawn(async move {
+        let progress = ConsoleProgress { tx };
+        let report = maljan_agent::analyze(&job, opts, &progress).await;
+        drop(job);
+        if let Err(e) = st.ledger.save_report(&id, &render::json(&report)) {
+            tracing::warn!("job {id}: the report could not be kept: {e}");
+        }
+        let verdict = report.verdict.as_ref().map(|v| {
+            json!({"verdict": v.verdict.as_str(), "confidence": v.confidence, "source": v.source.as_str()})
+        });
+        progress.send(
+            "done",
+            json!({"status": report.status.as_str(), "verdict": verdict}),
+        );
+        drop(progress);
+        let _ = recorder.await;
+        st.live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&id);
+        let _ = std::fs::remove_dir_all(&sub.dir);
+    });
+    Ok(sub.job_id)
+}
+
+/// Persists each event (numbered by the ledger), then tells the live watchers; ends at `done`.
+async fn record_events(
+    state: Arc<AppState>,
+    job_id: String,
+    live: Arc<LiveJob>,
+    mut rx: mpsc::UnboundedReceiver<(String, Value)>,
+) {
+    while let Some((kind, data)) = rx.recv().await {
+        let (ledger, id, k, d) = (
+            state.ledger.clone(),
+            job_id.clone(),
+            kind.clone(),
+            data.to_string(),
+        );
+        let seq = tokio::task::spawn_blocking(move || ledger.append_job_event(&id, &k, &d)).await;
+        if let Ok(Ok(seq)) = seq {
+            let _ = live.events.send(JobEvent {
+                seq,
+                kind: kind.clone(),
+                data: data.to_string(),
+            });
+        }
+        if kind == "done" {
+            break;
+        }
+    }
+}
+
+struct ConsoleProgress {
+    tx: mpsc::UnboundedSender<(String, Value)>,
+}
+
+impl ConsoleProgress {
+    fn send(&self, kind: &str, data: Value) {
+        let _ = self.tx.send((kind.to_string(), data));
+    }
+}
+
+impl Progress for ConsoleProgress {
+    fn connecting(&self, servers: &[String]) {
+        self.send("connecting", json!({"servers": servers}));
+    }
+    fn connected(&self, s: &ServerInfo) {
+        self.send(
+            "connected",
+            json!({"server": s.name, "via": s.via, "tools": s.tools,
+                   "tools_unavailable": s.tools_unavailable, "handover": s.handover,
+                   "error": s.error.as_ref().map(|e| &e.message)}),
+        );
+    }
+    fn step_started(&self, index: usize, total: usize, title: &str) {
+        self.send(
+            "step_started",
+            json!({"index": index, "total": total, "title": title}),
+        );
+    }
+    fn step_finished(&self, step: &StepReport, total: usize) {
+        self.send(
+            "call_finished",
+            json!({"index": step.index, "total": total, "title": step.title, "tool": step.tool,
+                   "server": step.server, "status": step.status.as_str(), "evidence": step.evidence,
+                   "duration_ms": step.duration_ms,
+                   "error": step.error.as_ref().map(|e| &e.code), "reason": step.reason}),
+        );
+    }
+}
+
+impl AgentProgress for ConsoleProgress {
+    fn stage_started(&self, stage: &str) {
+        self.send("stage", json!({"stage": stage}));
+    }
+    fn model_answered(&self, stage: &str, tool_calls: usize) {
+        self.send(
+            "model_answered",
+            json!({"stage": stage, "tool_calls": tool_calls}),
+        );
+    }
+}
+
+/// Cancels a running job: 202 when it was running, 409 when it had ended, 404 when unknown.
+pub fn cancel(state: &AppState, id: &str) -> Result<(), Problem> {
+    if let Some(live) = state.live_job(id) {
+        live.cancel.cancel();
+        return Ok(());
+    }
+    match state.ledger.has_job(id) {
+        Ok(true) => Err(Problem::new(409, format!("job {id} is not running"))),
+        Ok(false) => Err(Problem::new(404, format!("no job '{id}'"))),
+        Err(e) => Err(Problem::new(500, e.to_string())),
+    }
+}
+
+/// The job's events after number `after`, then the live ones until it ends.
+pub fn events(
+    state: &AppState,
+    id: &str,
+    after: i64,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>> + use<>>, Problem> {
+    if !state
+        .ledger
+        .has_job(id)
+        .map_err(|e| Problem::new(500, e.to_string()))?
+    {
+        return Err(Problem::new(404, format!("no job '{id}'")));
+    }
+    // Subscribe before reading the past, so nothing falls between the two.
+    let rx = state.live_job(id).map(|l| l.events.subscribe());
+    let past = state
+        .ledger
+        .job_events(id, after)
+        .map_err(|e| Problem::new(500, e.to_string()))?;
+    let last = past.last().map_or(after, |e| e.seq);
+    let to_sse = |e: JobEvent| {
+        Ok(Event::default()
+            .id(e.seq.to_string())
+            .event(e.kind)
+            .data(e.data))
+    };
+    let ended = past.iter().any(|e| e.kind == "done");
+    let live = match rx {
+        Some(rx) if !ended => BroadcastStream::new(rx)
+            .filter_map(move |r| {
+                futures::future::ready(match r {
+                    Ok(e) if e.seq > last => Some(e),
+                    _ => None,
+                })
+            })
+            .map(to_sse)
+            .boxed(),
+        _ => stream::empty().boxed(),
+    };
+    let stream = stream::iter(past.into_iter().map(to_sse)).chain(live);
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}

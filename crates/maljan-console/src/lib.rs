@@ -1,0 +1,88 @@
+//! maljan-console: the web console over the client runtime and the agent — `maljan console`.
+//!
+//! It owns the console's HTTP surface: server-rendered pages (`pages`, minijinja templates and
+//! one small script and style sheet compiled into the binary by `views`), the JSON API under
+//! `/api/v1` that the pages and scripts use (`api`), who may use them (`security`: loopback
+//! without a login, elsewhere an argon2 admin password, HttpOnly SameSite session cookies, bearer
+//! tokens, CSRF tokens on every form, Host/Origin checks and security headers), the servers it
+//! edits (`servers`: the same validation as `maljan servers add`, tokens sealed by
+//! maljan-client's secrets) and the jobs it runs in its own process (`jobs`: the same
+//! `maljan_agent::analyze` as `maljan analyze`, progress kept in the ledger for resumable event
+//! streams, the report kept beside it).
+//!
+//! It depends on maljan-client (config, runtime, ledger, secrets), maljan-triage (plan, report
+//! renderers) and maljan-agent (the stages). It must not depend on a concrete server crate, on
+//! rmcp or on a transport, and nothing else in the workspace depends on it but the binary.
+
+pub mod api;
+pub mod jobs;
+pub mod pages;
+pub mod security;
+pub mod servers;
+pub mod state;
+pub mod views;
+
+use std::{net::SocketAddr, path::PathBuf, sync::Arc};
+
+use axum::{Router, extract::DefaultBodyLimit, middleware};
+
+pub use security::AuthStore;
+pub use state::AppState;
+
+/// What `maljan console` is started with.
+#[derive(Debug, Clone)]
+pub struct ConsoleOptions {
+    pub listen: SocketAddr,
+    /// The runtime config file (None: MALJAN_CONFIG, else `<data dir>/config.toml`).
+    pub config: Option<PathBuf>,
+    /// The largest sample a job accepts, in bytes.
+    pub max_sample_bytes: u64,
+}
+
+impl Default for ConsoleOptions {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8700)),
+            config: None,
+            max_sample_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// The whole console: pages, API and assets behind the security layer.
+pub fn router(state: Arc<AppState>) -> Router {
+    // Bodies: a sample plus its form fields at most; the handlers give the clear error first.
+    let limit = usize::try_from(state.opts.max_sample_bytes)
+        .unwrap_or(usize::MAX)
+        .saturating_add(1 << 20);
+    Router::new()
+        .merge(pages::routes())
+        .nest("/api/v1", api::routes())
+        .merge(views::asset_routes())
+        .layer(DefaultBodyLimit::max(limit))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            security::guard,
+        ))
+        .with_state(state)
+}
+
+/// Serves the console until the process is stopped.
+pub async fn serve(opts: ConsoleOptions) -> anyhow::Result<()> {
+    let state = AppState::open(opts.clone())?;
+    let listener = tokio::net::TcpListener::bind(opts.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", opts.listen))?;
+    let addr = listener.local_addr()?;
+    tracing::info!(
+        "maljan console on http://{addr}/ ({})",
+        if state.auth_required() {
+            "login required"
+        } else {
+            "loopback: no login"
+        }
+    );
+    state.test_all_servers_in_background();
+    axum::serve(listener, router(state)).await?;
+    Ok(())
+}

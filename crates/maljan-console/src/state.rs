@@ -1,0 +1,195 @@
+//! The console's shared state: the runtime (rebuilt when the servers change; jobs already running
+//! keep theirs), the ledger, the jobs running in this process, the last test of each server, the
+//! templates and the auth store.
+
+use std::{
+    collections::HashMap,
+    path::PathBuf,
+    sync::{Arc, Mutex, RwLock},
+    time::Duration,
+};
+
+use maljan_client::{Config, JobEvent, Ledger, Runtime};
+use serde::Serialize;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use crate::{ConsoleOptions, security::AuthStore, servers::TestOutcome, views::Views};
+
+/// A job running in this process.
+pub struct LiveJob {
+    pub cancel: CancellationToken,
+    pub events: broadcast::Sender<JobEvent>,
+}
+
+pub struct AppState {
+    pub opts: ConsoleOptions,
+    runtime: RwLock<Arc<Runtime>>,
+    pub ledger: Ledger,
+    pub live: Mutex<HashMap<String, Arc<LiveJob>>>,
+    pub tests: Mutex<HashMap<String, TestOutcome>>,
+    pub views: Views,
+    pub auth: AuthStore,
+    /// Where uploaded samples wait for their job (0700), removed when it ends.
+    pub samples_dir: PathBuf,
+    /// The data directory the console was opened with (kept across config reloads).
+    pub data_dir: PathBuf,
+}
+
+/// How a server edit or a submitted job fails, for the page and the API alike.
+#[derive(Debug, Clone, Serialize)]
+pub struct Problem {
+    #[serde(skip)]
+    pub status: u16,
+    pub error: String,
+}
+
+impl Problem {
+    pub fn new(status: u16, error: impl Into<String>) -> Self {
+        Self {
+            status,
+            error: error.into(),
+        }
+    }
+}
+
+impl AppState {
+    pub fn open(opts: ConsoleOptions) -> anyhow::Result<Arc<Self>> {
+        let config = Config::load(opts.config.as_deref())?;
+        let ledger = Ledger::open(&config.ledger_path(), config.core.ledger.result_cap_bytes)?;
+        Self::with_ledger(opts, config, ledger)
+    }
+
+    /// A console over a given config and ledger (tests, the bench).
+    pub fn with_ledger(
+        opts: ConsoleOptions,
+        config: Config,
+        ledger: Ledger,
+    ) -> anyhow::Result<Arc<Self>> {
+        let samples_dir = config.data_dir.join("console").join("samples");
+        maljan_client::paths::ensure_private_dir(&samples_dir)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", samples_dir.display()))?;
+        let auth = AuthStore::load(&config.data_dir)?;
+        if !opts.listen.ip().is_loopback() && !auth.has_password() {
+            anyhow::bail!(
+                "{} is not a loopback address, so the console needs a login: set the admin password first with `maljan console set-password`",
+                opts.listen.ip()
+            );
+        }
+        let config_data_dir = config.data_dir.clone();
+        let runtime = build_runtime(config, ledger.clone(), &samples_dir);
+        Ok(Arc::new(Self {
+            opts,
+            runtime: RwLock::new(runtime),
+            ledger,
+            live: Mutex::default(),
+            tests: Mutex::default(),
+            views: Views::new(),
+            auth,
+            samples_dir,
+            data_dir: config_data_dir,
+        }))
+    }
+
+    /// Off loopback every request needs a session or a token.
+    pub fn auth_required(&self) -> bool {
+        !self.opts.listen.ip().is_loopback()
+    }
+
+    pub fn runtime(&self) -> Arc<Runtime> {
+        self.runtime
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn config(&self) -> Config {
+        self.runtime().config().clone()
+    }
+
+    /// The config as it is to be edited (a missing file starts from the built-ins).
+    pub fn config_for_edit(&self) -> Result<Config, Problem> {
+        let mut config = Config::load_for_edit(self.opts.config.as_deref())
+            .map_err(|e| Problem::new(500, e.to_string()))?;
+        config.data_dir = self.data_dir.clone();
+        Ok(config)
+    }
+
+    /// After the config file changed: a new runtime for new jobs. Running jobs keep the old one,
+    /// which is shut down (its stdio servers stopped) once the last of them is done with it.
+    pub fn reload(&self) -> Result<(), Problem> {
+        let mut config = Config::load(self.opts.config.as_deref())
+            .map_err(|e| Problem::new(500, e.to_string()))?;
+        config.data_dir = self.data_dir.clone();
+        let fresh = build_runtime(config, self.ledger.clone(), &self.samples_dir);
+        let old = std::mem::replace(
+            &mut *self.runtime.write().unwrap_or_else(|e| e.into_inner()),
+            fresh,
+        );
+        tokio::spawn(async move {
+            while Arc::strong_count(&old) > 1 {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            old.shutdown().await;
+        });
+        Ok(())
+    }
+
+    pub fn live_job(&self, id: &str) -> Option<Arc<LiveJob>> {
+        self.live
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .cloned()
+    }
+
+    /// Tests every enabled server once at start-up, so the cards show each unavailable tool and
+    /// its reason before any run.
+    pub fn test_all_servers_in_background(self: &Arc<Self>) {
+        let config = self.config();
+        for (name, cfg) in config.servers.clone() {
+            if !cfg.enabled {
+                continue;
+            }
+            let (state, config) = (self.clone(), config.clone());
+            tokio::spawn(async move {
+                let outcome = crate::servers::test_values(&config, &name, cfg).await;
+                state.record_test(&name, outcome);
+            });
+        }
+    }
+
+    pub fn record_test(&self, name: &str, outcome: TestOutcome) {
+        self.tests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string(), outcome);
+    }
+
+    pub fn last_test(&self, name: &str) -> Option<TestOutcome> {
+        self.tests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+}
+
+/// The console keeps uploaded samples in its own directory: the built-in analysis server (this
+/// binary's `serve analysis`, confined to its roots) is given that directory as a root, in the
+/// runtime only — the config file is not changed.
+fn build_runtime(
+    mut config: Config,
+    ledger: Ledger,
+    samples_dir: &std::path::Path,
+) -> Arc<Runtime> {
+    if let Some(server) = config.servers.get_mut("analysis")
+        && server.args.first().is_some_and(|a| a == "serve")
+        && server.args.get(1).is_some_and(|a| a == "analysis")
+        && !server.args.iter().any(|a| a == "--root")
+    {
+        server.args.push("--root".into());
+        server.args.push(samples_dir.to_string_lossy().into_owned());
+    }
+    Runtime::new(config, ledger)
+}

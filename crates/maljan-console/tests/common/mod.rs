@@ -1,0 +1,193 @@
+//! What the console's tests share: a console over a temp data directory and config file (the
+//! fixture echo server and the built-in analysis server of the real `maljan` binary), requests
+//! sent through the router in process, and small readers of the answers.
+#![allow(dead_code)]
+
+use std::{path::PathBuf, sync::Arc};
+
+use axum::{
+    Router,
+    body::{Body, to_bytes},
+    http::{Request, Response, StatusCode, header},
+};
+use maljan_client::{Config, Ledger};
+use maljan_console::{AppState, ConsoleOptions, router};
+use serde_json::Value;
+use tower::ServiceExt;
+
+pub struct Console {
+    pub state: Arc<AppState>,
+    pub app: Router,
+    pub dir: tempfile::TempDir,
+    pub config_path: PathBuf,
+    pub host: String,
+}
+
+pub fn echo_bin() -> String {
+    maljan_testkit::bin_path("fixture-echo")
+        .to_string_lossy()
+        .into_owned()
+}
+
+pub fn maljan_bin() -> String {
+    maljan_testkit::package_bin("maljan", "maljan")
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// A console listening (in name) on `listen`, with `echo` configured, and `analysis` (the
+/// real `maljan serve analysis`) when jobs are to find something.
+pub fn console_with(listen: &str, max_sample_bytes: u64, analysis: bool) -> Console {
+    let dir = tempfile::tempdir().unwrap();
+    let config_path = dir.path().join("config.toml");
+    let mut text = format!(
+        "[servers.echo]\ncommand = {:?}\nlabel = \"fixture echo\"\n",
+        echo_bin()
+    );
+    if analysis {
+        text.push_str(&format!(
+            "\n[servers.analysis]\ncommand = {:?}\nargs = [\"serve\", \"analysis\"]\n",
+            maljan_bin()
+        ));
+    }
+    std::fs::write(&config_path, text).unwrap();
+    let mut config = Config::load(Some(&config_path)).unwrap();
+    config.data_dir = dir.path().join("data");
+    let ledger = Ledger::open(&config.data_dir.join("ledger.sqlite3"), 256 * 1024).unwrap();
+    let opts = ConsoleOptions {
+        listen: listen.parse().unwrap(),
+        config: Some(config_path.clone()),
+        max_sample_bytes,
+    };
+    if !opts.listen.ip().is_loopback() {
+        maljan_console::AuthStore::load(&config.data_dir)
+            .unwrap()
+            .set_password("correct horse battery")
+            .unwrap();
+    }
+    let state = AppState::with_ledger(opts.clone(), config, ledger).unwrap();
+    Console {
+        app: router(state.clone()),
+        state,
+        dir,
+        config_path,
+        host: opts.listen.to_string(),
+    }
+}
+
+pub fn console_on(listen: &str, max_sample_bytes: u64) -> Console {
+    console_with(listen, max_sample_bytes, false)
+}
+
+pub fn console() -> Console {
+    console_on("127.0.0.1:8700", 1 << 20)
+}
+
+/// With the analysis server too: jobs that find something.
+pub fn console_analysis() -> Console {
+    console_with("127.0.0.1:8700", 1 << 20, true)
+}
+
+impl Console {
+    pub async fn send(&self, req: Request<Body>) -> Response<Body> {
+        self.app.clone().oneshot(req).await.unwrap()
+    }
+
+    pub fn csrf(&self) -> String {
+        self.state.auth.csrf_for("loopback")
+    }
+
+    /// A request from this console's own pages: right Host, and the CSRF header on a change.
+    pub fn req(&self, method: &str, uri: &str) -> axum::http::request::Builder {
+        let b = Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(header::HOST, &self.host);
+        if method == "GET" {
+            b
+        } else {
+            b.header("x-csrf-token", self.csrf())
+        }
+    }
+
+    pub async fn json(&self, method: &str, uri: &str, body: Option<Value>) -> (StatusCode, Value) {
+        let b = self.req(method, uri);
+        let req = match body {
+            Some(v) => b
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(v.to_string())),
+            None => b.body(Body::empty()),
+        }
+        .unwrap();
+        read_json(self.send(req).await).await
+    }
+
+    /// Submits a sample as the API's multipart form; extra fields as (name, value).
+    pub async fn submit(
+        &self,
+        name: &str,
+        content: &[u8],
+        fields: &[(&str, &str)],
+    ) -> (StatusCode, Value) {
+        let (ctype, body) = multipart(name, content, fields);
+        let req = self
+            .req("POST", "/api/v1/jobs")
+            .header(header::CONTENT_TYPE, ctype)
+            .body(Body::from(body))
+            .unwrap();
+        read_json(self.send(req).await).await
+    }
+
+    /// Waits until the job's report is kept (the job has ended).
+    pub async fn wait_done(&self, id: &str) -> Value {
+        for _ in 0..600 {
+            let (status, v) = self.json("GET", &format!("/api/v1/jobs/{id}"), None).await;
+            assert_eq!(status, StatusCode::OK, "{v}");
+            if v["live"] == false && !v["report_status"].is_null() {
+                return v;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        panic!("job {id} did not end within 60 s");
+    }
+}
+
+pub fn multipart(name: &str, content: &[u8], fields: &[(&str, &str)]) -> (String, Vec<u8>) {
+    let boundary = "maljanTestBoundary7d1f";
+    let mut body = Vec::new();
+    for (k, v) in fields {
+        body.extend(
+            format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{k}\"\r\n\r\n{v}\r\n")
+                .as_bytes(),
+        );
+    }
+    body.extend(format!("--{boundary}\r\nContent-Disposition: form-data; name=\"sample\"; filename=\"{name}\"\r\nContent-Type: application/octet-stream\r\n\r\n").as_bytes());
+    body.extend(content);
+    body.extend(format!("\r\n--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
+pub async fn read_text(resp: Response<Body>) -> (StatusCode, String) {
+    let status = resp.status();
+    let bytes = to_bytes(resp.into_body(), 64 << 20).await.unwrap();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+pub async fn read_json(resp: Response<Body>) -> (StatusCode, Value) {
+    let (status, text) = read_text(resp).await;
+    let v = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{status}: not JSON ({e}): {text}"))
+    };
+    (status, v)
+}
+
+/// A small ELF-looking sample with strings and an IOC in it.
+pub fn sample_bytes() -> Vec<u8> {
+    let mut b = b"\x7fELF\x02\x01\x01\x00".to_vec();
+    b.resize(64, 0);
+    b.extend_from_slice(b"connect to http://evil.example.com/payload and 10.1.2.3 now\0");
+    b.extend(std::iter::repeat_n(b'A', 200));
+    b
+}
