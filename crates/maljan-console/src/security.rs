@@ -411,7 +411,9 @@ fn harden(headers: &mut HeaderMap, path: &str) {
     set(headers, "content-security-policy", CSP);
     set(headers, "x-content-type-options", "nosniff");
     set(headers, "x-frame-options", "DENY");
-    set(headers, "referrer-policy", "no-referrer");
+    // same-origin, not no-referrer: under no-referrer Chromium sends `Origin: null` on a form POST,
+    // and the cross-site check could not tell the console's own forms from a stranger's.
+    set(headers, "referrer-policy", "same-origin");
     set(headers, "cross-origin-opener-policy", "same-origin");
     set(headers, "cross-origin-resource-policy", "same-origin");
     if !path.starts_with("/assets/") {

@@ -144,10 +144,15 @@ async fn add_test_submit_watch_report_and_follow_evidence_in_chromium() {
         .click()
         .await
         .unwrap();
-    let ok = wait(&client)
-        .for_element(Locator::Id("test-ok"))
-        .await
-        .expect("the test answered");
+    let ok = match wait(&client).for_element(Locator::Id("test-ok")).await {
+        Ok(ok) => ok,
+        Err(e) => {
+            shot(&client, &shots, "01-server-test-failed").await;
+            let page = client.source().await.unwrap_or_default();
+            std::fs::write(shots.join("01-server-test-failed.html"), &page).unwrap();
+            panic!("the test answered: {e}; the page is in {}", shots.display());
+        }
+    };
     assert!(ok.text().await.unwrap().contains("connected over stdio"));
     let unavailable = client
         .find(Locator::Css("tr.unavailable"))

@@ -116,7 +116,7 @@ async fn loopback_needs_no_login_but_refuses_cross_site_and_csrf_less_changes() 
     );
     assert_eq!(h["x-content-type-options"], "nosniff");
     assert_eq!(h["x-frame-options"], "DENY");
-    assert_eq!(h["referrer-policy"], "no-referrer");
+    assert_eq!(h["referrer-policy"], "same-origin");
     let (_, html) = common::read_text(resp).await;
     assert!(
         !html.contains("<script>") && html.contains("<script src=\"/assets/app.js\""),
