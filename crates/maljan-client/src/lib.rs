@@ -44,7 +44,7 @@ pub use config::{
     BreakerConfig, Config, ConfigError, LlmConfig, LlmFallback, ServerConfig, TransportKind,
 };
 pub use job::{CallRecord, Job, JobSpec, JobStatus, ProgressFn, Sample, ServerHandle};
-pub use ledger::{JobRow, Ledger, LedgerEntry, ModelUsage};
+pub use ledger::{ChildRow, JobRow, Ledger, LedgerEntry, ModelUsage};
 pub use maljan_protocol::{ErrorCode, Manifest, ManifestTool};
 pub use manifest::{ServerView, ToolInfo};
 pub use outcome::CallError;

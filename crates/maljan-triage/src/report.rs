@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::tree::{ChildReport, Recursion, RecursionFinding, RecursionLimits, SkippedMember};
 pub use crate::verdict::{
     AgentReport, Claim, StageReport, Technique, TokenUsage, Turn, TurnCall, Verdict, VerdictSource,
     VerdictWord, WithheldTool,
@@ -77,6 +78,13 @@ pub struct Report {
     /// The agent stages (analyst, judge) when a model was configured; null for triage alone.
     #[serde(default)]
     pub agent: Option<AgentReport>,
+    /// The child samples (archive members, attachments, embedded objects, carved payloads), each
+    /// with its own steps and verdict, as a tree.
+    #[serde(default)]
+    pub children: Vec<ChildReport>,
+    /// The bounds the recursion ran under and what they stopped; null when it did not run.
+    #[serde(default)]
+    pub recursion: Option<Recursion>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -193,10 +201,12 @@ pub struct StepReport {
 }
 
 impl Report {
-    /// Evidence ids of the whole run, in order.
+    /// Evidence ids of the whole run (the sample's steps, then each child's), in order.
     pub fn evidence(&self) -> Vec<&str> {
+        let children = crate::tree::walk(&self.children);
         self.steps
             .iter()
+            .chain(children.iter().flat_map(|c| c.steps.iter()))
             .flat_map(|s| s.evidence.iter().map(String::as_str))
             .collect()
     }

@@ -1,7 +1,7 @@
 //! The ledger: every call, recorded in SQLite (WAL) — job, evidence id (`ev_0001`… per job),
 //! server, tool, the arguments as the caller wrote them, the result (capped, marked when cut), ok,
 //! error code, message, remediation, start time, wait for a slot, duration — plus jobs and their
-//! degradation reasons, and server rests.
+//! degradation reasons, server rests, and the child samples of recursive analysis (`children`).
 //!
 //! Durability: a call that returned to its caller is in the ledger even if the process is killed
 //! right after. [`Ledger::append`] (and its blocking twin [`Ledger::record`]) returns once the
@@ -13,8 +13,11 @@
 //! Throughput: one writer thread owns the connection and commits whatever is queued in one
 //! transaction (group commit), so concurrent calls share commits; see [`writer`].
 
+mod children;
 mod read;
 mod writer;
+
+pub use children::ChildRow;
 
 use std::{path::Path, sync::Arc};
 
@@ -463,7 +466,8 @@ fn setup(conn: &Connection) -> rusqlite::Result<()> {
     // NORMAL: a commit reaches the WAL file (and so survives a process kill) without an fsync per
     // commit; only checkpoints sync.
     conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA temp_store=MEMORY;")?;
-    conn.execute_batch(SCHEMA)
+    conn.execute_batch(SCHEMA)?;
+    conn.execute_batch(children::SCHEMA)
 }
 
 fn stopped() -> LedgerError {
