@@ -411,3 +411,151 @@ fn children_signals(f: &Findings, signals: &mut Vec<Signal>, techniques: &mut Ve
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn step(tool: &str, ev: &str, result: Value) -> Value {
+        json!({"index": 1, "title": tool, "tool": tool, "server": "analysis", "status": "ok",
+               "evidence": [ev], "duration_ms": 1.0, "error": null, "reason": null,
+               "remediation": null, "result": result})
+    }
+
+    fn child(id: &str, name: &str, steps: Vec<Value>, children: Vec<Value>) -> Value {
+        json!({"id": id, "name": name, "parent_sha256": "p", "depth": id.split('.').count(),
+               "size": 10, "sha256": format!("sha-{id}"), "sha1": "", "md5": "", "kind": "pe",
+               "description": "", "source": "zip", "encrypted": false, "password": null,
+               "flags": [], "extracted_by": ["ev_0100"], "steps": steps, "verdict": null,
+               "children": children})
+    }
+
+    fn report(steps: Vec<Value>, children: Vec<Value>, findings: Vec<Value>) -> Report {
+        serde_json::from_value(json!({
+            "schema": "maljan.triage.report/v1", "verdict": null, "job_id": "j",
+            "generated_at": "2026-01-01T00:00:00.000Z", "maljan_version": "0", "status": "complete",
+            "duration_ms": 1.0,
+            "sample": {"name": "s", "path": "/s", "size": 1, "sha256": "root", "hashes": {},
+                       "kind": null, "description": null, "mime": null},
+            "servers": [], "degradations": [], "failures": [], "unavailable": [],
+            "steps": steps, "agent": null, "children": children,
+            "recursion": {"limits": null, "children": children.len(), "total_bytes": 0, "depth": 1,
+                          "findings": findings, "skipped": []}
+        }))
+        .unwrap()
+    }
+
+    fn ids(n: usize) -> BTreeSet<String> {
+        (1..=n).map(|i| format!("ev_{i:04}")).collect()
+    }
+
+    #[test]
+    fn capabilities_and_packers_score_with_their_techniques_cited() {
+        let r = report(
+            vec![
+                step(
+                    "detect_packer",
+                    "ev_0001",
+                    json!({"findings": [{"category": "packer", "name": "UPX"}]}),
+                ),
+                step(
+                    "code_capabilities",
+                    "ev_0002",
+                    json!({"capabilities": [
+                    {"name": "injects code into another process", "technique": "T1055", "technique_name": "Process Injection"},
+                    {"name": "persists via Run keys", "technique": "T1547.001", "technique_name": "Registry Run Keys"}]}),
+                ),
+            ],
+            vec![],
+            vec![],
+        );
+        let v = verdict(&r, &ids(2));
+        // UPX 2 + injection 2 (strong) + Run keys 1 = 5 with a strong signal.
+        assert_eq!(v.verdict, VerdictWord::Malicious, "{v:?}");
+        assert!(v.claims.iter().all(|c| !c.evidence.is_empty()));
+        let t: Vec<(&str, &[String])> = v
+            .techniques
+            .iter()
+            .map(|t| (t.id.as_str(), &t.evidence[..]))
+            .collect();
+        assert_eq!(
+            t,
+            [
+                ("T1055", &["ev_0002".to_string()][..]),
+                ("T1547.001", &["ev_0002".to_string()][..])
+            ]
+        );
+        // The same findings cited from a call the ledger does not hold are worth nothing.
+        let v = verdict(&r, &BTreeSet::new());
+        assert_eq!(v.verdict, VerdictWord::Unknown);
+        assert!(v.claims.is_empty() && v.techniques.is_empty());
+    }
+
+    #[test]
+    fn a_malicious_member_makes_every_container_above_it_malicious() {
+        let yara = |ev: &str| {
+            step(
+                "yara_scan",
+                ev,
+                json!({"matches": [{"rule": "EICAR"}, {"rule": "Dropper"}], "rule_files": 1}),
+            )
+        };
+        let exe = child("1.1", "a.exe", vec![yara("ev_0003")], vec![]);
+        let zip = child("1", "a.zip", vec![], vec![exe]);
+        let mut r = report(vec![], vec![zip], vec![]);
+        let v = verdict(&r, &ids(3));
+        assert_eq!(v.verdict, VerdictWord::Malicious, "{v:?}");
+        assert_eq!(v.claims[0].evidence, ["ev_0003"]);
+        assert!(v.claims[0].text.contains("a.zip"));
+        fill_children(&mut r, &ids(3));
+        let zip = &r.children[0];
+        assert_eq!(
+            zip.verdict.as_ref().unwrap().verdict,
+            VerdictWord::Malicious
+        );
+        assert_eq!(
+            zip.children[0].verdict.as_ref().unwrap().verdict,
+            VerdictWord::Malicious
+        );
+    }
+
+    #[test]
+    fn a_bomb_is_suspicious_and_thin_evidence_is_unknown() {
+        let bomb = json!({"limit": "ratio", "parent_sha256": "root", "member": "zeros.img",
+                          "detail": "x", "evidence": ["ev_0001"]});
+        let v = verdict(&report(vec![], vec![], vec![bomb]), &ids(1));
+        assert_eq!(v.verdict, VerdictWord::Suspicious);
+        assert!(v.claims[0].text.contains("decompression bomb"));
+        let v = verdict(&report(vec![], vec![], vec![]), &ids(1));
+        assert_eq!(v.verdict, VerdictWord::Unknown);
+        // A member with nothing on it but a clean scan is benign; without a scan, unknown.
+        let clean = child(
+            "1",
+            "readme.txt",
+            vec![
+                step("iocs_from_file", "ev_0001", json!({"counts": {}})),
+                step(
+                    "yara_scan",
+                    "ev_0002",
+                    json!({"matches": [], "rule_files": 1}),
+                ),
+            ],
+            vec![],
+        );
+        let mut r = report(
+            vec![],
+            vec![clean, child("2", "x.bin", vec![], vec![])],
+            vec![],
+        );
+        fill_children(&mut r, &ids(2));
+        assert_eq!(
+            r.children[0].verdict.as_ref().unwrap().verdict,
+            VerdictWord::Benign
+        );
+        assert_eq!(
+            r.children[1].verdict.as_ref().unwrap().verdict,
+            VerdictWord::Unknown
+        );
+    }
+}

@@ -44,6 +44,15 @@ pub(crate) fn read(b: &[u8], c: &mut Collector) -> String {
             crate::members_mail::rtf_objects(b, c);
             "rtf".into()
         }
+        "pdf" => {
+            if crate::members_mail::pdf_files(b, c) {
+                "pdf".into()
+            } else if carve(b, c) {
+                "carved".into()
+            } else {
+                String::new()
+            }
+        }
         "ole2" => {
             crate::members_mail::ole_objects(b, c);
             carve(b, c);

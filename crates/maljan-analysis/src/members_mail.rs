@@ -1,8 +1,8 @@
 //! The text-borne and document-borne containers of `extract_members`: mail (MIME attachments in
 //! base64 / quoted-printable and nested messages through mail-parser; uuencoded blocks, which
 //! mail-parser leaves in the body, by hand), mbox, cpio (newc / crc / odc), RTF `\objdata`
-//! objects and OLE2 `Ole10Native` packages. The hand-written decoders are small, bounded and
-//! property-tested (tests/hostile_members.rs).
+//! objects, OLE2 `Ole10Native` packages and PDF embedded files. The hand-written decoders are
+//! small, bounded and property-tested (tests/hostile_members.rs).
 
 use mail_parser::{MessageParser, MimeHeaders};
 
@@ -332,6 +332,79 @@ pub(crate) fn ole_objects(b: &[u8], c: &mut Collector) {
             }
         }
     }
+}
+
+/// A PDF's embedded files (`/Type /EmbeddedFile` streams), named from their file specifications.
+pub(crate) fn pdf_files(b: &[u8], c: &mut Collector) -> bool {
+    use lopdf::Object;
+    let options = lopdf::LoadOptions::with_max_decompressed_size(64 << 20);
+    let Ok(doc) = lopdf::Document::load_mem_with_options(b, options) else {
+        return false;
+    };
+    let text = |o: &Object| match o {
+        Object::String(s, _) => Some(String::from_utf8_lossy(s).into_owned()),
+        _ => None,
+    };
+    // File specification → the stream it points at, for the name.
+    let mut names = std::collections::HashMap::new();
+    for obj in doc.objects.values() {
+        let Ok(d) = obj.as_dict() else { continue };
+        let Some(ef) = d
+            .get(b"EF")
+            .ok()
+            .and_then(|o| doc.dereference(o).ok())
+            .and_then(|(_, o)| o.as_dict().ok())
+        else {
+            continue;
+        };
+        let name = d
+            .get(b"UF")
+            .ok()
+            .and_then(text)
+            .or_else(|| d.get(b"F").ok().and_then(text));
+        if let (Ok(Object::Reference(id)), Some(name)) = (ef.get(b"F"), name) {
+            names.insert(*id, name);
+        }
+    }
+    let mut any = false;
+    let mut ids: Vec<_> = doc.objects.keys().copied().collect();
+    ids.sort();
+    for id in ids.into_iter().take(10_000) {
+        let Some(Object::Stream(s)) = doc.objects.get(&id) else {
+            continue;
+        };
+        let embedded = s
+            .dict
+            .get(b"Type")
+            .is_ok_and(|t| matches!(t, Object::Name(n) if n == b"EmbeddedFile"));
+        if !embedded {
+            continue;
+        }
+        any = true;
+        let data = if s.dict.get(b"Filter").is_ok() {
+            match s.decompressed_content_with_limit(64 << 20) {
+                Ok(d) => d,
+                Err(e) => {
+                    c.skip(
+                        &format!("object {}", id.0),
+                        format!("cannot be decoded: {e}"),
+                    );
+                    continue;
+                }
+            }
+        } else {
+            s.content.clone()
+        };
+        let name = names
+            .get(&id)
+            .cloned()
+            .unwrap_or_else(|| format!("embedded-{}.bin", id.0));
+        let packed = s.content.len() as u64;
+        if !c.add(&name, "pdf", Some(packed), &mut &data[..], None) {
+            break;
+        }
+    }
+    any
 }
 
 #[cfg(test)]

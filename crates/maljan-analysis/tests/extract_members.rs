@@ -1,7 +1,8 @@
 //! `extract_members` on a corpus the test builds: nested containers (a zip in a tar.gz in a mail),
 //! an encrypted zip opened with "infected", a zip bomb that ends as a finding, and each of the
-//! other containers (bzip2, xz, 7z, cab, cpio, uuencode, RTF objects, OLE packages, a PE overlay),
-//! through the pure function and through the served tool (files written, confined, reusable).
+//! other containers (bzip2, xz, 7z, cab, cpio, uuencode, RTF objects, OLE packages, PDF embedded
+//! files, a PE overlay), through the pure function and through the served tool (files written,
+//! confined, reusable).
 
 mod corpus;
 mod server;
@@ -340,6 +341,30 @@ fn cpio_uuencode_rtf_ole_packages_and_overlays_give_their_payloads() {
     let x = members(&cf.into_inner().into_inner());
     assert_eq!(x.format, "ole2");
     assert!(names(&x).contains(&"evil.exe"), "{:?}", names(&x));
+
+    // A PDF with an embedded file, named by its file specification.
+    let mut doc = lopdf::Document::with_version("1.7");
+    let mut dict = lopdf::Dictionary::new();
+    dict.set("Type", lopdf::Object::Name(b"EmbeddedFile".to_vec()));
+    let file = doc.add_object(lopdf::Stream::new(dict, pe.clone()));
+    let mut ef = lopdf::Dictionary::new();
+    ef.set("F", lopdf::Object::Reference(file));
+    let mut spec = lopdf::Dictionary::new();
+    spec.set("Type", lopdf::Object::Name(b"Filespec".to_vec()));
+    spec.set("F", lopdf::Object::string_literal("report.exe"));
+    spec.set("EF", lopdf::Object::Dictionary(ef));
+    let spec = doc.add_object(spec);
+    let mut catalog = lopdf::Dictionary::new();
+    catalog.set("Type", lopdf::Object::Name(b"Catalog".to_vec()));
+    catalog.set("Attachment", lopdf::Object::Reference(spec));
+    let root = doc.add_object(catalog);
+    doc.trailer.set("Root", lopdf::Object::Reference(root));
+    let mut pdf = Vec::new();
+    doc.save_to(&mut pdf).unwrap();
+    let x = members(&pdf);
+    assert_eq!(x.format, "pdf");
+    assert_eq!(names(&x), ["report.exe"]);
+    assert_eq!(x.members[0].kind, "pe");
 
     // A PE with a zip overlay (a self-extractor).
     let sfx = [pe.clone(), zip_with(&[("payload.dll", &pe)], None)].concat();

@@ -72,6 +72,7 @@ pub(crate) async fn recurse(
         args["max_ratio"] = json!(limits.max_ratio);
         let rec = handle.call(EXTRACT_TOOL, args).await;
         let ev = vec![rec.ev_id.clone()];
+        info.evidence.push(rec.ev_id.clone());
         let Some(answer) = rec.json().filter(|_| rec.error.is_none()) else {
             // A container that cannot be opened is a note on its node, not a failed run.
             info.skipped.push(SkippedMember {

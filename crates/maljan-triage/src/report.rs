@@ -201,14 +201,28 @@ pub struct StepReport {
 }
 
 impl Report {
-    /// Evidence ids of the whole run (the sample's steps, then each child's), in order.
+    /// Evidence ids of the whole run (the sample's steps, the extractions, each child's steps),
+    /// in call order.
     pub fn evidence(&self) -> Vec<&str> {
         let children = crate::tree::walk(&self.children);
-        self.steps
+        let mut ids: Vec<&str> = self
+            .steps
             .iter()
             .chain(children.iter().flat_map(|c| c.steps.iter()))
             .flat_map(|s| s.evidence.iter().map(String::as_str))
-            .collect()
+            .chain(
+                self.recursion
+                    .iter()
+                    .flat_map(|r| r.evidence.iter().map(String::as_str)),
+            )
+            .collect();
+        ids.sort_by_key(|e| {
+            e.rsplit('_')
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(u64::MAX)
+        });
+        ids
     }
 
     pub fn step(&self, tool: &str) -> Option<&StepReport> {

@@ -43,6 +43,9 @@ pub struct Recursion {
     pub findings: Vec<RecursionFinding>,
     /// Members seen but not extracted (encrypted with an unknown password, damaged, links).
     pub skipped: Vec<SkippedMember>,
+    /// The extract_members calls, in order.
+    #[serde(default)]
+    pub evidence: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -87,10 +87,20 @@ fn evidence(c: &ChildReport) -> Vec<&str> {
         .collect()
 }
 
-/// The Markdown section ("## Contents"), empty when there are no children and no findings.
+/// The Markdown section ("## Contents"), when the recursion ran.
 pub(crate) fn markdown(o: &mut String, r: &Report, cell: fn(&str) -> String) {
     let Some(rec) = &r.recursion else { return };
     if r.children.is_empty() && rec.findings.is_empty() && rec.skipped.is_empty() {
+        let anchors: String = rec
+            .evidence
+            .iter()
+            .map(|ev| format!("<a id=\"{ev}\"></a>"))
+            .collect();
+        let _ = writeln!(
+            o,
+            "{anchors}## Contents\n\nThe sample carries nothing to extract (extract_members, evidence {}).\n",
+            rec.evidence.join(", ")
+        );
         return;
     }
     let _ = writeln!(
@@ -153,27 +163,52 @@ pub(crate) fn markdown(o: &mut String, r: &Report, cell: fn(&str) -> String) {
             cell(&s.reason)
         );
     }
+    // The extractions that gave nothing are evidence too.
+    let rest: Vec<&String> = rec
+        .evidence
+        .iter()
+        .filter(|ev| anchored.insert(ev.to_string()))
+        .collect();
+    if !rest.is_empty() {
+        let anchors: String = rest
+            .iter()
+            .map(|ev| format!("<a id=\"{ev}\"></a>"))
+            .collect();
+        let list: Vec<&str> = rest.iter().map(|s| s.as_str()).collect();
+        let _ = writeln!(o, "\n{anchors}Extractions: {}", list.join(", "));
+    }
     o.push('\n');
 }
 
-/// The HTML section, empty when there are no children and no findings.
+/// The HTML section, when the recursion ran.
 pub(crate) fn html(o: &mut String, r: &Report, e: fn(&str) -> String) {
     let Some(rec) = &r.recursion else { return };
-    if r.children.is_empty() && rec.findings.is_empty() && rec.skipped.is_empty() {
-        return;
-    }
     let _ = write!(
         o,
         "<section class=\"card\" id=\"contents\"><h2>Contents <span class=\"more\">{} child samples · {} bytes · depth {}</span></h2>",
         rec.children, rec.total_bytes, rec.depth
     );
-    if !r.children.is_empty() {
+    let mut anchored = BTreeSet::new();
+    if r.children.is_empty() {
+        o.push_str("<p>The sample carries nothing to extract.</p>");
+    } else {
         o.push_str("<ul class=\"tree\">");
-        let mut anchored = BTreeSet::new();
         for c in &r.children {
             node(o, c, e, &mut anchored);
         }
         o.push_str("</ul>");
+    }
+    let rest: Vec<&String> = rec
+        .evidence
+        .iter()
+        .filter(|ev| anchored.insert(ev.to_string()))
+        .collect();
+    if !rest.is_empty() {
+        o.push_str("<div class=\"more\">Extractions:");
+        for ev in rest {
+            let _ = write!(o, "<span class=\"ev\" id=\"{0}\">{0}</span>", e(ev));
+        }
+        o.push_str("</div>");
     }
     for f in &rec.findings {
         let _ = write!(
