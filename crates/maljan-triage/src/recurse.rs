@@ -106,7 +106,9 @@ pub(crate) async fn recurse(
         }
         let members: Vec<Value> = answer["members"].as_array().cloned().unwrap_or_default();
         let depth = target.depth + 1;
-        info.depth = info.depth.max(depth);
+        if !members.is_empty() {
+            info.depth = info.depth.max(depth);
+        }
         let mut made = Vec::new();
         for (i, m) in members.iter().enumerate() {
             if info.children >= limits.max_children {

@@ -137,7 +137,10 @@ fn walk(children: &Value) -> Vec<&Value> {
 
 #[test]
 fn a_mail_with_a_zip_in_a_tar_gz_is_analysed_as_a_tree_and_the_ledger_links_it() {
-    let inner = zip_of(&[("invoice.pdf.exe", &dropper())], None);
+    let inner = zip_of(
+        &[("invoice.pdf.exe", &dropper()), ("eicar.com", EICAR)],
+        None,
+    );
     let run = setup(
         "invoice.eml",
         &mail_of("invoice.tar.gz", &tar_gz_of("docs/payload.zip", &inner)),
@@ -189,7 +192,14 @@ fn a_mail_with_a_zip_in_a_tar_gz_is_analysed_as_a_tree_and_the_ledger_links_it()
         assert_eq!(step(tool)["status"], "ok", "{tool}: {}", step(tool));
         assert_eq!(step(tool)["evidence"].as_array().unwrap().len(), 1);
     }
-    let yara = step("yara_scan");
+    let eicar = &zip["children"][1];
+    assert_eq!(eicar["name"], "eicar.com");
+    let yara = eicar["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["tool"] == "yara_scan")
+        .unwrap();
     let rules: Vec<&str> = yara["result"]["matches"]
         .as_array()
         .unwrap()
@@ -219,7 +229,7 @@ fn a_mail_with_a_zip_in_a_tar_gz_is_analysed_as_a_tree_and_the_ledger_links_it()
             .any(|c| c["text"].as_str().unwrap().contains("invoice.tar.gz")),
         "{claims:?}"
     );
-    assert_eq!(r["recursion"]["children"], 3);
+    assert_eq!(r["recursion"]["children"], 4);
     assert_eq!(r["recursion"]["depth"], 3);
 
     // The ledger: one row per child, each with its parent, the call that extracted it and the
@@ -227,7 +237,7 @@ fn a_mail_with_a_zip_in_a_tar_gz_is_analysed_as_a_tree_and_the_ledger_links_it()
     let ledger = maljan_client::Ledger::open(&run.home.join("ledger.sqlite3"), 1 << 20).unwrap();
     let job = r["job_id"].as_str().unwrap();
     let rows = ledger.children(job).unwrap();
-    assert_eq!(rows.len(), 3);
+    assert_eq!(rows.len(), 4);
     let calls = ledger.calls(Some(job), 10_000).unwrap();
     let tool_of = |ev: &str| calls.iter().find(|c| c.ev_id == ev).map(|c| c.tool.clone());
     let exe_row = rows.iter().find(|c| c.sha256 == sha).unwrap();
@@ -248,7 +258,7 @@ fn a_mail_with_a_zip_in_a_tar_gz_is_analysed_as_a_tree_and_the_ledger_links_it()
 
     // Markdown and HTML show the same tree, and anchor each child's evidence once.
     let md = report(&run, "md");
-    assert!(md.contains("## Contents: 3 child samples"), "{md}");
+    assert!(md.contains("## Contents: 4 child samples"), "{md}");
     assert!(md.contains("`invoice.pdf.exe`") && md.contains(&sha));
     let ev = exe["steps"][0]["evidence"][0].as_str().unwrap();
     assert_eq!(md.matches(&format!("<a id=\"{ev}\">")).count(), 1);
@@ -296,7 +306,10 @@ fn a_zip_bomb_ends_as_a_finding_and_an_encrypted_zip_opens_with_infected() {
 #[test]
 fn the_stix_bundle_passes_the_oasis_validator_and_the_iocs_come_out_as_csv() {
     let validator = peer("MALJAN_STIX2_VALIDATOR");
-    let inner = zip_of(&[("invoice.pdf.exe", &dropper())], None);
+    let inner = zip_of(
+        &[("invoice.pdf.exe", &dropper()), ("eicar.com", EICAR)],
+        None,
+    );
     let run = setup(
         "invoice.eml",
         &mail_of("invoice.tar.gz", &tar_gz_of("docs/payload.zip", &inner)),
@@ -311,7 +324,7 @@ fn the_stix_bundle_passes_the_oasis_validator_and_the_iocs_come_out_as_csv() {
             .filter(|o| o["type"] == t)
             .collect::<Vec<_>>()
     };
-    assert_eq!(of("file").len(), 4, "the mail and its three children");
+    assert_eq!(of("file").len(), 5, "the mail and its four children");
     let analysis = of("malware-analysis");
     assert_eq!(analysis.len(), 1);
     assert!(matches!(
@@ -320,14 +333,18 @@ fn the_stix_bundle_passes_the_oasis_validator_and_the_iocs_come_out_as_csv() {
     ));
     assert_eq!(
         analysis[0]["analysis_sco_refs"].as_array().unwrap().len(),
-        3
+        4
     );
+    let eicar_sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(EICAR));
     let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(dropper()));
     let patterns: Vec<&str> = of("indicator")
         .iter()
         .filter_map(|i| i["pattern"].as_str())
         .collect();
-    assert!(patterns.iter().any(|p| p.contains(&sha)), "{patterns:?}");
+    assert!(
+        patterns.iter().any(|p| p.contains(&eicar_sha)),
+        "{patterns:?}"
+    );
     assert!(
         patterns
             .iter()

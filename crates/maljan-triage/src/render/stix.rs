@@ -168,7 +168,6 @@ pub fn stix(r: &Report) -> String {
         );
     }
     if let Some(v) = &r.verdict {
-        analysis["description"] = json!(v.summary);
         analysis["result_name"] = json!(format!("maljan {} verdict", v.source.as_str()));
     }
     objects.push(analysis);
@@ -189,6 +188,7 @@ pub fn stix(r: &Report) -> String {
             "created": now,
             "modified": now,
             "name": name,
+            "description": format!("found by maljan {} in job {}", r.maljan_version, r.job_id),
             "indicator_types": [kind],
             "pattern": pattern,
             "pattern_type": "stix",
