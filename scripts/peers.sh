@@ -47,6 +47,14 @@ if [ ! -f "$analysis_stamp" ]; then
   "$PEERS/venv/bin/pip" install --quiet --disable-pip-version-check 'die-python==0.5.0' 'flare-capa==10.0.0' >&2
   touch "$analysis_stamp"
 fi
+# The analysis-depth tests check the STIX 2.1 export with OASIS's own validator.
+analysis2_stamp="$PEERS/.installed-analysis-v2"
+if [ ! -f "$analysis2_stamp" ]; then
+  echo "installing stix2-validator into $PEERS/venv (once)" >&2
+  if [ ! -x "$PEERS/venv/bin/python" ]; then python3 -m venv "$PEERS/venv"; fi
+  "$PEERS/venv/bin/pip" install --quiet --disable-pip-version-check 'stix2-validator==3.3.2' >&2
+  touch "$analysis2_stamp"
+fi
 # The agent's tests check the scripted model server (fixture-model) with the official model SDKs.
 agent_stamp="$PEERS/.installed-agent-v1"
 if [ ! -f "$agent_stamp" ]; then
@@ -92,4 +100,5 @@ export MALJAN_WSGIDAV="$PEERS/venv/bin/wsgidav"
 export MALJAN_SSHD="/usr/sbin/sshd"
 export MALJAN_CHROMIUM="$(command -v chromium)"
 export MALJAN_CHROMEDRIVER="$(command -v chromedriver)"
+export MALJAN_STIX2_VALIDATOR="$PEERS/venv/bin/stix2_validator"
 ENV

@@ -71,6 +71,7 @@ pub async fn analyze_with_figures(
     let mut report = run_triage(job, &triage, progress).await;
     let mut ledger = Ledgered::default();
     let ids = ledger_ids(job);
+    heuristic::fill_children(&mut report, &ids);
     let mut verdict = heuristic::verdict(&report, &ids);
 
     if let Some(models) = &opts.models

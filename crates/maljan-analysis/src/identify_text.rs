@@ -106,6 +106,7 @@ fn script_ext(lang: &str) -> &'static str {
         "Shell" => "sh",
         "Perl" => "pl",
         "AutoIt" => "au3",
+        "Ruby" => "rb",
         "JScript" => "js",
         _ => "txt",
     }
@@ -191,6 +192,20 @@ pub fn script_language(text: &str) -> Option<&'static str> {
         (
             "Perl",
             score(&["use strict;", "my $", "use warnings;", "=~ "]),
+        ),
+        (
+            "Ruby",
+            score(&[
+                "require '",
+                "require \"",
+                "require_relative",
+                "puts ",
+                " do |",
+                "attr_accessor",
+                "elsif ",
+                "def self.",
+                "end\nend",
+            ]),
         ),
         (
             "AutoIt",

@@ -3,7 +3,8 @@
 //! It owns identification by content (its own detector, not libmagic: see [`identify`] for why),
 //! packer / installer / compiler detection ([`toolchain`]), capabilities with ATT&CK ids
 //! ([`capabilities`]), a built-in YARA rule set (`rules/`), hashes, strings, indicators of compromise, entropy, the
-//! PE / ELF / Mach-O / archive / document parsers, payload carving, byte and text search, YARA
+//! PE / ELF / Mach-O / archive / document parsers, payload carving, member extraction for
+//! recursive analysis ([`members`]), byte and text search, YARA
 //! scanning (yara-x, behind the `yara` feature) and the optional external analysers (capa, FLOSS),
 //! with the tool and argument names of Maljan's Python analysis server
 //! (`reference/maljan-analysis-server.md`). Each concern is a module with a pure function the triage
@@ -32,6 +33,9 @@ mod identify_text;
 pub mod iocs;
 pub mod macho;
 mod macho_parts;
+pub mod members;
+mod members_formats;
+pub mod members_mail;
 pub mod ole;
 mod pdf;
 pub mod pe;
@@ -79,6 +83,7 @@ pub fn registry(config: AnalysisConfig) -> Registry {
     archive::register(&mut registry, &config);
     document::register(&mut registry, &config);
     carve::register(&mut registry, &config);
+    members::register(&mut registry, &config);
     search::register(&mut registry, &config);
     toolchain::register(&mut registry, &config);
     capabilities::register(&mut registry, &config);

@@ -134,6 +134,10 @@ fn scripts() {
             "JScript",
         ),
         ("@echo off\nsetlocal\nset /a n=1\ngoto end\n", "Batch"),
+        (
+            "require 'net/http'\nclass Beacon\n  attr_accessor :host\n  def run\n    [1, 2].each do |i|\n      puts i\n    end\n  end\nend\n",
+            "Ruby",
+        ),
     ];
     for (src, lang) in cases {
         let k = identify(src.as_bytes());

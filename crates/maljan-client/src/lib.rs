@@ -44,7 +44,7 @@ pub use config::{
     BreakerConfig, Config, ConfigError, LlmConfig, LlmFallback, ServerConfig, TransportKind,
 };
 pub use job::{CallRecord, Job, JobSpec, JobStatus, ProgressFn, Sample, ServerHandle};
-pub use ledger::{CallFilter, JobEvent, JobRow, Ledger, LedgerEntry, ModelUsage, Page};
+pub use ledger::{CallFilter, ChildRow, JobEvent, JobRow, Ledger, LedgerEntry, ModelUsage, Page};
 pub use maljan_protocol::{ErrorCode, Manifest, ManifestTool};
 pub use manifest::{ServerView, ToolInfo};
 pub use outcome::CallError;

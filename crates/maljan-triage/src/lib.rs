@@ -6,7 +6,8 @@
 //! manifest read once, the sample handed over, an unavailable tool skipped with its reason instead
 //! of being called, every call an evidence entry `ev_0001`… in the ledger), the report model
 //! (`report`, whose JSON form is the stable schema in docs/report-schema.md) and its renderers
-//! (`render`: Markdown, JSON, a self-contained HTML page).
+//! (`render`: Markdown, JSON, a self-contained HTML page, a STIX 2.1 bundle, IOCs as CSV), and the
+//! recursive analysis of what the sample carries (`recurse`, the tree in `tree`).
 //!
 //! It talks to tool servers only through `maljan-client` (MCP), so a remote analysis server works
 //! exactly like the built-in one. It must not depend on any concrete server crate (analysis, files),
@@ -27,15 +28,18 @@
 
 pub mod corpus;
 pub mod plan;
+mod recurse;
 pub mod render;
 pub mod report;
 pub mod run;
+pub mod tree;
 pub mod verdict;
 
 pub use plan::{Plan, PlanError, Step};
 pub use render::Format;
 pub use report::{Report, Status, StepReport, StepStatus};
 pub use run::{Progress, Quiet, TriageOptions, run_triage};
+pub use tree::{ChildReport, Recursion, RecursionLimits};
 pub use verdict::{Verdict, VerdictSource, VerdictWord};
 #[cfg(feature = "terminal")]
 pub mod term;

@@ -1,6 +1,7 @@
 //! The triage plan: which tools run, in which order, on which server, with which arguments.
 //!
-//! The default plan is the one `maljan analyze` runs with no configuration. A plan file (TOML)
+//! The default plan is the one `maljan analyze` runs with no configuration (detect_packer and
+//! code_capabilities run on executables only; on anything else they are not applicable). A plan file (TOML)
 //! replaces the steps and/or appends extra steps on other servers:
 //!
 //! ```toml
@@ -66,6 +67,8 @@ impl Step {
             "hashes" => "Hashes".into(),
             FORMAT_TOOL => "Format structure".into(),
             "strings" => "Strings".into(),
+            "detect_packer" => "Packer, installer, compiler".into(),
+            "code_capabilities" => "Capabilities (ATT&CK)".into(),
             "iocs_from_file" => "Indicators of compromise".into(),
             "yara_scan" => "YARA rules".into(),
             other => other.to_string(),
@@ -116,6 +119,8 @@ impl Default for Plan {
                 IDENTIFY_TOOL,
                 "hashes",
                 FORMAT_TOOL,
+                "detect_packer",
+                "code_capabilities",
                 "strings",
                 "iocs_from_file",
                 "yara_scan",
@@ -241,6 +246,8 @@ mod tests {
                 "identify_file",
                 "hashes",
                 "@format",
+                "detect_packer",
+                "code_capabilities",
                 "strings",
                 "iocs_from_file",
                 "yara_scan"
@@ -255,8 +262,8 @@ mod tests {
             "t",
         )
         .unwrap();
-        assert_eq!(p.steps.len(), 7);
-        let extra = &p.steps[6];
+        assert_eq!(p.steps.len(), 9);
+        let extra = &p.steps[8];
         assert_eq!(extra.heading(), "run (sb)");
         let args = extra.arguments("/s/a.exe", "a.exe", "abc");
         assert_eq!(args, json!({"sample": "/s/a.exe", "tags": ["abc"]}));

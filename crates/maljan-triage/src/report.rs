@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::tree::{ChildReport, Recursion, RecursionFinding, RecursionLimits, SkippedMember};
 pub use crate::verdict::{
     AgentReport, Claim, StageReport, Technique, TokenUsage, Turn, TurnCall, Verdict, VerdictSource,
     VerdictWord, WithheldTool,
@@ -77,6 +78,13 @@ pub struct Report {
     /// The agent stages (analyst, judge) when a model was configured; null for triage alone.
     #[serde(default)]
     pub agent: Option<AgentReport>,
+    /// The child samples (archive members, attachments, embedded objects, carved payloads), each
+    /// with its own steps and verdict, as a tree.
+    #[serde(default)]
+    pub children: Vec<ChildReport>,
+    /// The bounds the recursion ran under and what they stopped; null when it did not run.
+    #[serde(default)]
+    pub recursion: Option<Recursion>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -193,12 +201,28 @@ pub struct StepReport {
 }
 
 impl Report {
-    /// Evidence ids of the whole run, in order.
+    /// Evidence ids of the whole run (the sample's steps, the extractions, each child's steps),
+    /// in call order.
     pub fn evidence(&self) -> Vec<&str> {
-        self.steps
+        let children = crate::tree::walk(&self.children);
+        let mut ids: Vec<&str> = self
+            .steps
             .iter()
+            .chain(children.iter().flat_map(|c| c.steps.iter()))
             .flat_map(|s| s.evidence.iter().map(String::as_str))
-            .collect()
+            .chain(
+                self.recursion
+                    .iter()
+                    .flat_map(|r| r.evidence.iter().map(String::as_str)),
+            )
+            .collect();
+        ids.sort_by_key(|e| {
+            e.rsplit('_')
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(u64::MAX)
+        });
+        ids
     }
 
     pub fn step(&self, tool: &str) -> Option<&StepReport> {

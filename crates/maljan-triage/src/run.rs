@@ -9,10 +9,12 @@ use serde_json::Value;
 
 use crate::{
     plan::{FORMAT_TOOL, IDENTIFY_TOOL, Plan, format_tool},
+    recurse::{EXECUTABLE_KINDS, EXECUTABLE_TOOLS, EXTRACT_TOOL},
     report::{
         ErrorInfo, Failure, Report, SCHEMA, SampleInfo, ServerInfo, Status, StepReport, StepStatus,
         Unavailable,
     },
+    tree::{ChildReport, Recursion, RecursionLimits},
 };
 
 /// The failure "tool" of a server that could not be reached at all.
@@ -29,6 +31,10 @@ pub struct TriageOptions {
     /// Cancels the run (Ctrl-C): the call in flight is cancelled, the steps left are skipped,
     /// and the report's status is `cancelled`.
     pub cancel: Option<tokio_util::sync::CancellationToken>,
+    /// The bounds of recursive analysis (members, attachments, embedded objects become child
+    /// samples); `max_depth: 0` turns it off. It runs when a selected server offers
+    /// `extract_members`.
+    pub recursion: RecursionLimits,
 }
 
 /// Progress callbacks (a terminal UI, a web console). All default to nothing.
@@ -136,6 +142,18 @@ pub async fn run_triage(job: &Arc<Job>, opts: &TriageOptions, progress: &dyn Pro
                     continue;
                 }
             }
+        } else if EXECUTABLE_TOOLS.contains(&step.tool.as_str())
+            && !identify_answer
+                .as_ref()
+                .and_then(|a| a.get("kind"))
+                .and_then(Value::as_str)
+                .is_some_and(|k| EXECUTABLE_KINDS.contains(&k))
+        {
+            report.status = StepStatus::NotApplicable;
+            report.reason = Some(format!("{} reads executables only", step.tool));
+            progress.step_finished(&report, total);
+            state.steps.push(report);
+            continue;
         } else {
             (step.tool.clone(), step.server.clone())
         };
@@ -255,6 +273,24 @@ pub async fn run_triage(job: &Arc<Job>, opts: &TriageOptions, progress: &dyn Pro
         state.steps.push(report);
     }
 
+    if !cancelled() && opts.recursion.max_depth > 0 {
+        let cancel = || cancelled();
+        if let Ok(target) = pick_server(&connected, EXTRACT_TOOL, identify_server.as_deref(), false)
+            && let (Some(handle), Some(view)) = (&target.handle, &target.view)
+            && view.tool(EXTRACT_TOOL).is_some_and(|t| t.available)
+        {
+            let (children, recursion) =
+                crate::recurse::recurse(job, handle, view, &path, &sha256, opts.recursion, &cancel)
+                    .await;
+            *state
+                .per_server
+                .entry(target.info.name.clone())
+                .or_default() += 1;
+            state.children = children;
+            state.recursion = Some(recursion);
+        }
+    }
+
     finish(job, connected, state, started, opts.keep_job_open)
 }
 
@@ -302,6 +338,8 @@ fn finish(
         unavailable: state.unavailable,
         steps: state.steps,
         agent: None,
+        children: state.children,
+        recursion: state.recursion,
     }
 }
 
@@ -322,6 +360,8 @@ struct RunState {
     unavailable: Vec<Unavailable>,
     per_server: BTreeMap<String, usize>,
     cancelled: bool,
+    children: Vec<ChildReport>,
+    recursion: Option<Recursion>,
 }
 
 impl RunState {

@@ -37,6 +37,8 @@ async fn a_pe_runs_every_default_step_in_order_with_evidence_in_the_ledger() {
             "identify_file",
             "hashes",
             "pe_info",
+            "detect_packer",
+            "code_capabilities",
             "strings",
             "iocs_from_file",
             "yara_scan"

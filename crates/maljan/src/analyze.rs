@@ -25,7 +25,11 @@ Exit status:
 
 The steps: identify_file, hashes, the format's own tool (pe_info, elf_info, macho_info,
 document_info or archive_list, chosen from identify_file's answer), strings, iocs_from_file,
-yara_scan, then any extra steps of a triage.toml beside the config file (or --steps FILE).
+detect_packer and code_capabilities (executables), yara_scan, then any extra steps of a
+triage.toml beside the config file (or --steps FILE). Then what the sample carries (archive
+members, mail attachments, embedded objects, carved payloads) is extracted and analysed as child
+samples, to --max-depth levels, at most --max-children of them and 256 MiB in all; a limit
+reached (a decompression bomb) is a finding in the report.
 With no config file the built-in `analysis` and `files` servers are used, offline.
 
 With a model configured ([llm] in config.toml, or MALJAN_LLM_PROVIDER / MALJAN_LLM_BASE_URL /
@@ -45,9 +49,17 @@ pub struct AnalyzeArgs {
     /// Where to write the report (default: ./maljan-report-<sample>-<sha256 prefix>.<ext>).
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
-    /// Report format: md, json or html (default: from --report's extension, else md).
-    #[arg(long, value_name = "md|json|html")]
+    /// Report format: md, json, html, stix (a STIX 2.1 bundle) or csv (the IOCs) (default: from
+    /// --report's extension, else md).
+    #[arg(long, value_name = "md|json|html|stix|csv")]
     pub format: Option<String>,
+    /// How deep members of members are analysed (archives, attachments, embedded objects); 0
+    /// analyses the sample alone.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub max_depth: usize,
+    /// Most child samples in the whole tree.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub max_children: usize,
     /// The runtime config file (default: MALJAN_CONFIG, else <data dir>/config.toml; none = built-ins).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -64,9 +76,8 @@ pub struct AnalyzeArgs {
 
 pub async fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     let format = match (&args.format, &args.report) {
-        (Some(f), _) => {
-            Format::parse(f).with_context(|| format!("--format {f}: expected md, json or html"))?
-        }
+        (Some(f), _) => Format::parse(f)
+            .with_context(|| format!("--format {f}: expected md, json, html, stix or csv"))?,
         (None, Some(p)) => p
             .extension()
             .and_then(|e| e.to_str())
@@ -144,6 +155,11 @@ pub async fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
             triage: TriageOptions {
                 plan,
                 servers: args.servers.clone(),
+                recursion: maljan_triage::RecursionLimits {
+                    max_depth: args.max_depth,
+                    max_children: args.max_children,
+                    ..Default::default()
+                },
                 ..Default::default()
             },
             models: endpoints.map(|e| Arc::new(Models::new(e))),

@@ -112,12 +112,14 @@ fn first_run_with_no_config_writes_a_useful_report_offline() {
             "identify_file",
             "hashes",
             "pe_info",
+            "detect_packer",
+            "code_capabilities",
             "strings",
             "iocs_from_file",
             "yara_scan"
         ]
     );
-    assert!(r["steps"][4]["result"].to_string().contains(corpus::IPV4));
+    assert!(r["steps"][6]["result"].to_string().contains(corpus::IPV4));
 
     // Without --report: a default name in the working directory, Markdown, printed at the end.
     let out = analyze(&home, &cwd, &[files["notes.txt"].to_str().unwrap()]);

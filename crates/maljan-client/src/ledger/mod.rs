@@ -1,7 +1,7 @@
 //! The ledger: every call, recorded in SQLite (WAL) — job, evidence id (`ev_0001`… per job),
 //! server, tool, the arguments as the caller wrote them, the result (capped, marked when cut), ok,
 //! error code, message, remediation, start time, wait for a slot, duration — plus jobs and their
-//! degradation reasons, and server rests.
+//! degradation reasons, server rests, and the child samples of recursive analysis (`children`).
 //!
 //! Durability: a call that returned to its caller is in the ledger even if the process is killed
 //! right after. [`Ledger::append`] (and its blocking twin [`Ledger::record`]) returns once the
@@ -14,8 +14,11 @@
 //! transaction (group commit), so concurrent calls share commits; see [`writer`].
 
 mod browse;
+mod children;
 mod read;
 mod writer;
+
+pub use children::ChildRow;
 
 use std::{path::Path, sync::Arc};
 
@@ -466,7 +469,8 @@ fn setup(conn: &Connection) -> rusqlite::Result<()> {
     // commit; only checkpoints sync.
     conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA temp_store=MEMORY;")?;
     conn.execute_batch(SCHEMA)?;
-    conn.execute_batch(browse::SCHEMA)
+    conn.execute_batch(browse::SCHEMA)?;
+    conn.execute_batch(children::SCHEMA)
 }
 
 fn stopped() -> LedgerError {

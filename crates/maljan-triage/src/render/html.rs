@@ -34,6 +34,7 @@ th{color:var(--mute);font-weight:600;font-size:.85em;text-transform:uppercase;le
 .count{font-weight:700;color:var(--bad)}
 .step h2{display:flex;gap:10px;align-items:center;flex-wrap:wrap}.step .meta{color:var(--mute);font-size:.85em;margin-bottom:8px}
 ul.items{columns:2;margin:4px 0 12px}.more{color:var(--mute);font-size:.85em}
+ul.tree{list-style:none;padding-left:18px;margin:4px 0}ul.tree li{margin:6px 0;border-left:2px solid var(--line);padding-left:8px}
 nav a{color:var(--acc);text-decoration:none;margin-right:12px;font-size:.9em}
 "#;
 
@@ -196,6 +197,7 @@ pub fn html(r: &Report) -> String {
         );
     }
     o.push_str("</nav>\n");
+    super::tree::html(&mut o, r, e);
 
     for s in &r.steps {
         let pill = match s.status {

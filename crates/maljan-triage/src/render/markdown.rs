@@ -133,6 +133,8 @@ pub fn markdown(r: &Report) -> String {
         o.push('\n');
     }
 
+    super::tree::markdown(&mut o, r, cell);
+
     for s in &r.steps {
         for ev in &s.evidence {
             let _ = write!(o, "<a id=\"{ev}\"></a>");

@@ -1,13 +1,17 @@
-//! Renderers: Markdown, JSON and a self-contained HTML page, all from the same [`Report`].
+//! Renderers: Markdown, JSON, a self-contained HTML page, a STIX 2.1 bundle and the IOCs as CSV,
+//! all from the same [`Report`].
 
 pub mod blocks;
 mod html;
 mod markdown;
+mod stix;
+mod tree;
 
 use crate::report::{Failure, Report};
 
 pub use html::html;
 pub use markdown::markdown;
+pub use stix::{iocs_csv, stix};
 
 /// A report format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,6 +19,10 @@ pub enum Format {
     Markdown,
     Json,
     Html,
+    /// A STIX 2.1 bundle: malware-analysis, file and indicator objects.
+    Stix,
+    /// The indicators of compromise, one per line.
+    Csv,
 }
 
 impl Format {
@@ -23,6 +31,8 @@ impl Format {
             "md" | "markdown" => Self::Markdown,
             "json" => Self::Json,
             "html" | "htm" => Self::Html,
+            "stix" => Self::Stix,
+            "csv" => Self::Csv,
             _ => return None,
         })
     }
@@ -32,6 +42,8 @@ impl Format {
             Self::Markdown => "md",
             Self::Json => "json",
             Self::Html => "html",
+            Self::Stix => "stix.json",
+            Self::Csv => "csv",
         }
     }
 }
@@ -42,6 +54,8 @@ pub fn render(report: &Report, format: Format) -> String {
         Format::Markdown => markdown(report),
         Format::Json => json(report),
         Format::Html => html(report),
+        Format::Stix => stix(report),
+        Format::Csv => iocs_csv(report),
     }
 }
 

@@ -1,0 +1,481 @@
+//! `extract_members`: the files a sample carries, written out as child samples — archive members
+//! (zip incl. ZipCrypto / AES ones opened with the analysts' usual passwords, tar, gzip, bzip2,
+//! xz, lzma / lzip, 7z, cab, cpio), mail attachments (MIME base64 / quoted-printable, uuencode)
+//! and, for anything else, the payloads `carve_payloads` finds (installer and SFX overlays,
+//! droppers). Each member is hashed, identified and written (0o600, never overwriting, named by its
+//! SHA-256) under `<sample dir>/carved/<sha256 of the outermost sample>/members/`, where every
+//! tool accepts it as `carved_path`; a member's own members go to the same directory, so a whole
+//! tree stays under the outermost sample's directory.
+//!
+//! Bounded so that a decompression bomb ends as a finding, never an outage: at most `max_members`
+//! members and `max_total_bytes` bytes per call, and no member may expand to more than `max_ratio`
+//! times the bytes it was packed in. What a limit stopped is in `limits_hit`; the recursion over
+//! members (depth, job-wide count and bytes) is the triage job's.
+
+use std::{
+    io::{Read, Write as _},
+    path::{Component, Path, PathBuf},
+    sync::Arc,
+};
+
+use maljan_server::{Registry, Roots, ToolError, ToolMeta, Write};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    AnalysisConfig,
+    common::on_sample,
+    hashes::{Cancel, sha256_hex},
+    identify::identify,
+};
+
+/// The passwords analysts and sample exchanges use for encrypted archives, tried in this order.
+pub const USUAL_PASSWORDS: &[&str] = &["infected", "malware", "virus"];
+/// Bytes a member may take beyond `max_ratio` times its packed size (small members of
+/// incompressible formats have a few bytes of framing).
+const RATIO_SLACK: u64 = 64 * 1024;
+
+/// The bounds of one extraction.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Limits {
+    pub max_members: usize,
+    pub max_total_bytes: u64,
+    pub max_ratio: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_members: 1000,
+            max_total_bytes: 256 << 20,
+            max_ratio: 200,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct Member {
+    /// The member's path inside its parent (an archive path, an attachment's file name, or
+    /// `overlay@0x…` for a carved payload).
+    pub name: String,
+    pub size: u64,
+    pub sha256: String,
+    pub sha1: String,
+    pub md5: String,
+    /// identify_file's kind and description of the member's bytes.
+    pub kind: String,
+    pub description: String,
+    /// Where it was written; pass it as `carved_path` to any tool.
+    pub carved_path: Option<String>,
+    /// It was encrypted in its parent; `password` is the one that opened it.
+    pub encrypted: bool,
+    pub password: Option<String>,
+    /// The container format it came out of (zip, tar, mime, uuencode, carved, …).
+    pub source: String,
+    /// Dangerous names (traversal, double extension, …), as archive_list flags them.
+    pub flags: Vec<String>,
+}
+
+/// A member that was seen but not extracted.
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct Skipped {
+    pub name: String,
+    pub reason: String,
+}
+
+/// A bound that stopped the extraction (a finding: a bomb, or a container too big to open whole).
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
+pub struct LimitHit {
+    /// ratio, total_bytes or members.
+    pub limit: String,
+    pub member: Option<String>,
+    pub detail: String,
+}
+
+#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq, Default)]
+pub struct Extraction {
+    /// The container format read (zip, tar.gz, email, carved, …); `none` when the sample carries
+    /// nothing to extract.
+    pub format: String,
+    pub members: Vec<Member>,
+    pub skipped: Vec<Skipped>,
+    pub limits_hit: Vec<LimitHit>,
+    /// Bytes extracted in all.
+    pub total_bytes: u64,
+    /// What this answer could not do and why.
+    pub without: Vec<String>,
+}
+
+/// Gathers members under the limits; the format readers feed it.
+pub(crate) struct Collector<'a> {
+    limits: Limits,
+    cancel: Cancel<'a>,
+    pub(crate) out: Extraction,
+    data: Vec<Vec<u8>>,
+    stopped: bool,
+}
+
+impl<'a> Collector<'a> {
+    fn new(limits: Limits, cancel: Cancel<'a>) -> Self {
+        Self {
+            limits,
+            cancel,
+            out: Extraction::default(),
+            data: vec![],
+            stopped: false,
+        }
+    }
+
+    /// Whether the readers should stop (a limit was hit, or the call was cancelled).
+    pub(crate) fn done(&self) -> bool {
+        self.stopped || (self.cancel)()
+    }
+
+    pub(crate) fn skip(&mut self, name: &str, reason: impl Into<String>) {
+        if self.out.skipped.len() < 1000 {
+            self.out.skipped.push(Skipped {
+                name: name.to_string(),
+                reason: reason.into(),
+            });
+        }
+    }
+
+    fn hit(&mut self, limit: &str, member: Option<&str>, detail: String) {
+        self.out.limits_hit.push(LimitHit {
+            limit: limit.into(),
+            member: member.map(str::to_string),
+            detail,
+        });
+    }
+
+    /// The most bytes a stream packed in `packed` bytes may expand to.
+    pub(crate) fn ratio_limit(&self, packed: u64) -> u64 {
+        packed
+            .max(1)
+            .saturating_mul(self.limits.max_ratio)
+            .saturating_add(RATIO_SLACK)
+    }
+
+    /// A whole stream (a tar.gz, …) expanded past its ratio.
+    pub(crate) fn ratio_hit(&mut self, format: &str, packed: u64) {
+        let ratio = self.limits.max_ratio;
+        self.hit(
+            "ratio",
+            None,
+            format!("the {format} stream expands more than {ratio}x its {packed} bytes (a decompression bomb): stopped"),
+        );
+    }
+
+    /// Reads one member from `reader`, packed in `packed` bytes (None: not known, the ratio is
+    /// not checked). Returns false once extraction must stop.
+    pub(crate) fn add(
+        &mut self,
+        name: &str,
+        source: &str,
+        packed: Option<u64>,
+        reader: &mut dyn Read,
+        password: Option<&str>,
+    ) -> bool {
+        if self.done() {
+            return false;
+        }
+        if self.out.members.len() >= self.limits.max_members {
+            let max = self.limits.max_members;
+            self.hit(
+                "members",
+                Some(name),
+                format!("more than {max} members: the rest were not extracted"),
+            );
+            self.stopped = true;
+            return false;
+        }
+        let remaining = self
+            .limits
+            .max_total_bytes
+            .saturating_sub(self.out.total_bytes);
+        let ratio_cap = packed.map(|p| self.ratio_limit(p));
+        let cap = ratio_cap.unwrap_or(u64::MAX).min(remaining);
+        let mut data = Vec::new();
+        let mut chunk = vec![0u8; 64 * 1024];
+        let mut limited = reader.take(cap.saturating_add(1));
+        loop {
+            if (self.cancel)() {
+                self.stopped = true;
+                return false;
+            }
+            match limited.read(&mut chunk) {
+                Ok(0) => break,
+                Ok(n) => data.extend_from_slice(&chunk[..n]),
+                Err(e) => {
+                    self.skip(name, format!("damaged or unreadable member: {e}"));
+                    return true;
+                }
+            }
+        }
+        if data.len() as u64 > cap {
+            if ratio_cap.is_some_and(|r| r <= remaining) {
+                let ratio = self.limits.max_ratio;
+                self.hit(
+                    "ratio",
+                    Some(name),
+                    format!(
+                        "expands more than {ratio}x its {} packed bytes (a decompression bomb): stopped at {cap} bytes",
+                        packed.unwrap_or(0)
+                    ),
+                );
+                // One bomb member is a finding; the other members are still worth reading.
+                return true;
+            }
+            let max = self.limits.max_total_bytes;
+            self.hit(
+                "total_bytes",
+                Some(name),
+                format!("extracting it would pass {max} bytes in all: stopped"),
+            );
+            self.stopped = true;
+            return false;
+        }
+        self.keep(name, source, data, password)
+    }
+
+    /// A member already in memory (a carved slice, a decoded attachment).
+    pub(crate) fn add_bytes(&mut self, name: &str, source: &str, data: &[u8]) -> bool {
+        self.add(name, source, None, &mut &data[..], None)
+    }
+
+    fn keep(&mut self, name: &str, source: &str, data: Vec<u8>, password: Option<&str>) -> bool {
+        let Ok(h) = crate::hashes::hash_bytes(&data, false, self.cancel) else {
+            self.stopped = true;
+            return false;
+        };
+        let id = identify(&data);
+        self.out.total_bytes += data.len() as u64;
+        self.out.members.push(Member {
+            name: name.to_string(),
+            size: data.len() as u64,
+            sha256: h.sha256,
+            sha1: h.sha1,
+            md5: h.md5,
+            kind: id.kind,
+            description: id.description,
+            carved_path: None,
+            encrypted: password.is_some(),
+            password: password.map(str::to_string),
+            source: source.to_string(),
+            flags: crate::archive::name_flags(name),
+        });
+        self.data.push(data);
+        true
+    }
+}
+
+/// The members of `b` within `limits` (nothing is written). The second value holds each
+/// member's bytes, in the order of `members`.
+pub fn extract(b: &[u8], limits: Limits, cancel: Cancel) -> (Extraction, Vec<Vec<u8>>) {
+    let mut c = Collector::new(limits, cancel);
+    let result = crate::common::contain("member extraction", || {
+        c.out.format = crate::members_formats::read(b, &mut c);
+        Ok(())
+    });
+    if let Err(e) = result {
+        c.out.without.push(e.message);
+    }
+    if c.out.members.is_empty() && c.out.format.is_empty() {
+        c.out.format = "none".into();
+    }
+    (c.out, c.data)
+}
+
+/// The directory a sample's members go to: the `carved/<sha256>/` directory it already lies in
+/// (a member of a member), else `<its dir>/carved/<sha256 of it>/`; then `members/`.
+fn members_dir(sample: &Path, bytes: &[u8]) -> PathBuf {
+    let mut carved_root: Option<PathBuf> = None;
+    let mut acc = PathBuf::new();
+    let parts: Vec<Component> = sample.components().collect();
+    for (i, c) in parts.iter().enumerate() {
+        acc.push(c.as_os_str());
+        if let (Component::Normal(name), Some(Component::Normal(next))) = (c, parts.get(i + 1))
+            && *name == "carved"
+            && next.to_str().is_some_and(|h| {
+                h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()) && i + 2 < parts.len()
+            })
+        {
+            carved_root = Some(acc.join(next));
+        }
+    }
+    carved_root
+        .unwrap_or_else(|| {
+            sample
+                .parent()
+                .unwrap_or(Path::new("/"))
+                .join("carved")
+                .join(sha256_hex(bytes))
+        })
+        .join("members")
+}
+
+/// A short extension kept from the member's name (some tools read it: scripts).
+fn extension(name: &str) -> String {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or("");
+    match base.rsplit_once('.') {
+        Some((stem, ext))
+            if !stem.is_empty()
+                && (1..=8).contains(&ext.len())
+                && ext.bytes().all(|b| b.is_ascii_alphanumeric()) =>
+        {
+            format!(".{}", ext.to_ascii_lowercase())
+        }
+        _ => String::new(),
+    }
+}
+
+fn write_members(
+    roots: &Roots,
+    sample: &Path,
+    bytes: &[u8],
+    out: &mut Extraction,
+    data: &[Vec<u8>],
+) -> Result<(), ToolError> {
+    if out.members.is_empty() {
+        return Ok(());
+    }
+    let dir = members_dir(sample, bytes);
+    let handle = roots.create_dir_all_mode(&dir, "members directory", 0o700)?;
+    for (m, d) in out.members.iter_mut().zip(data) {
+        let name = format!("{}{}", m.sha256, extension(&m.name));
+        match handle.open_write(Path::new(&name), Write::New { mode: 0o600 }) {
+            Ok(mut f) => f
+                .write_all(d)
+                .map_err(|e| ToolError::io("extracted member", e))?,
+            // Content-addressed: the same bytes are already there.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(maljan_server::roots::io_error("extracted member", e)),
+        }
+        m.carved_path = Some(dir.join(&name).display().to_string());
+    }
+    Ok(())
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExtractArgs {
+    /// The sample file (inside the server's roots).
+    #[serde(default)]
+    pub path: String,
+    /// A file carved or extracted from the sample; read instead of `path`.
+    #[serde(default)]
+    pub carved_path: String,
+    /// Most members extracted (default 1000).
+    #[serde(default)]
+    pub max_members: Option<usize>,
+    /// Most bytes extracted in all (default 256 MiB).
+    #[serde(default)]
+    pub max_total_bytes: Option<u64>,
+    /// Most a member may expand over its packed size (default 200).
+    #[serde(default)]
+    pub max_ratio: Option<u64>,
+    /// List and hash only; write nothing.
+    #[serde(default)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ExtractOutput {
+    pub read_path: String,
+    pub size: u64,
+    #[serde(flatten)]
+    pub extraction: Extraction,
+}
+
+pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
+    let config = config.clone();
+    registry.add(
+        ToolMeta::new(
+            "extract_members",
+            "Writes out the files the sample carries as child samples: archive members (zip incl. encrypted \
+             with infected/malware/virus, tar, gzip, bzip2, xz, 7z, cab, cpio), mail attachments (MIME, uuencode) \
+             and carved payloads, each hashed and identified, bounded in count, bytes and expansion ratio.",
+        )
+        .title("Extract members")
+        .writes()
+        .timeout_s(300),
+        move |ctx, a: ExtractArgs| {
+            let config = config.clone();
+            async move {
+                let roots = config.roots.clone();
+                on_sample(&config.roots, ctx, a.path, a.carved_path, move |s, ctx| {
+                    let d = Limits::default();
+                    let limits = Limits {
+                        max_members: a.max_members.unwrap_or(d.max_members).min(100_000),
+                        max_total_bytes: a.max_total_bytes.unwrap_or(d.max_total_bytes),
+                        max_ratio: a.max_ratio.unwrap_or(d.max_ratio).max(1),
+                    };
+                    let b = s.bytes();
+                    let (mut extraction, data) = extract(b, limits, &|| ctx.is_cancelled());
+                    crate::common::check_cancel(ctx)?;
+                    if !a.dry_run {
+                        write_members(&roots, &s.path, b, &mut extraction, &data)?;
+                    }
+                    Ok(ExtractOutput { read_path: s.read_path(), size: b.len() as u64, extraction })
+                })
+                .await
+            }
+        },
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_of_members_stay_under_the_outermost_carved_directory() {
+        let sha = "ab".repeat(32);
+        let nested = PathBuf::from(format!("/s/carved/{sha}/members/x.zip"));
+        assert_eq!(
+            members_dir(&nested, b"zip"),
+            PathBuf::from(format!("/s/carved/{sha}/members"))
+        );
+        let top = members_dir(Path::new("/s/a.zip"), b"abc");
+        assert_eq!(
+            top,
+            PathBuf::from(format!("/s/carved/{}/members", sha256_hex(b"abc")))
+        );
+    }
+
+    #[test]
+    fn extensions_are_short_and_plain() {
+        assert_eq!(extension("dir/Invoice.PDF.exe"), ".exe");
+        assert_eq!(extension(".bashrc"), "");
+        assert_eq!(extension("a.b/c"), "");
+        assert_eq!(extension("x.<script>"), "");
+    }
+
+    #[test]
+    fn a_member_over_the_ratio_is_a_finding_and_the_rest_still_count() {
+        let zeros = vec![0u8; 2 << 20];
+        let mut c = Collector::new(
+            Limits {
+                max_ratio: 10,
+                ..Limits::default()
+            },
+            &|| false,
+        );
+        assert!(c.add("bomb", "test", Some(10), &mut &zeros[..], None));
+        assert!(c.add_bytes("ok", "test", b"fine"));
+        assert_eq!(c.out.limits_hit.len(), 1);
+        assert_eq!(c.out.limits_hit[0].limit, "ratio");
+        assert_eq!(c.out.members.len(), 1);
+        let mut c = Collector::new(
+            Limits {
+                max_total_bytes: 5,
+                max_members: 1,
+                ..Limits::default()
+            },
+            &|| false,
+        );
+        assert!(!c.add_bytes("big", "test", b"123456"));
+        assert_eq!(c.out.limits_hit[0].limit, "total_bytes");
+        assert!(c.done());
+    }
+}

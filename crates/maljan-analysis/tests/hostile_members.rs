@@ -1,0 +1,115 @@
+//! Hostile input to member extraction: the parsers written here (cpio, uuencode, RTF `\objdata`,
+//! OLE1 and Ole10Native headers) on random bytes and on valid containers with bytes flipped or cut
+//! must not panic (they run outside any containment) and never point outside their input; the
+//! whole extraction on anything stays within its limits and contains library panics.
+
+mod corpus;
+
+use maljan_analysis::{
+    common::contained_panics,
+    members::{Limits, extract},
+    members_mail::{cpio_entries, ole1_native, ole10_native, rtf_objdata, uudecode_all},
+};
+use proptest::prelude::*;
+
+fn newc(name: &str, data: &[u8]) -> Vec<u8> {
+    let mut h = format!(
+        "070701{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}{:08x}",
+        1,
+        0o100644,
+        0,
+        0,
+        1,
+        0,
+        data.len(),
+        0,
+        0,
+        0,
+        0,
+        name.len() + 1,
+        0
+    )
+    .into_bytes();
+    h.extend_from_slice(name.as_bytes());
+    h.push(0);
+    while h.len() % 4 != 0 {
+        h.push(0);
+    }
+    h.extend_from_slice(data);
+    while h.len() % 4 != 0 {
+        h.push(0);
+    }
+    h
+}
+
+fn seeds() -> Vec<Vec<u8>> {
+    vec![
+        [newc("a.exe", &corpus::pe()), newc("b.txt", b"hello")].concat(),
+        b"begin 644 cat.txt\n#0V%T\n`\nend\n".to_vec(),
+        b"{\\rtf1{\\object{\\*\\objdata 0105000002000000080000005061636b616765000000000000000000040000004d5a9000}}}".to_vec(),
+        corpus::zip_archive(),
+        corpus::gzip(&corpus::tar_archive(), "a.tar"),
+        corpus::ole_with_vba("Macros/", true),
+        [corpus::pe(), corpus::zip_archive()].concat(),
+        b"From: a@b\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=X\r\n\r\n--X\r\nContent-Disposition: attachment; filename=a.bin\r\nContent-Transfer-Encoding: base64\r\n\r\nTVqQAA==\r\n--X--\r\n".to_vec(),
+    ]
+}
+
+fn mutated() -> impl Strategy<Value = Vec<u8>> {
+    (
+        prop::sample::select(seeds()),
+        prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..16),
+        any::<prop::sample::Index>(),
+        any::<bool>(),
+    )
+        .prop_map(|(mut b, flips, cut, do_cut)| {
+            for (i, v) in flips {
+                let at = i.index(b.len());
+                b[at] = v;
+            }
+            if do_cut {
+                b.truncate(cut.index(b.len() + 1));
+            }
+            b
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_hand_written_decoders_never_panic_nor_point_outside_their_input(
+        b in prop_oneof![mutated(), prop::collection::vec(any::<u8>(), 0..4096)]
+    ) {
+        for e in cpio_entries(&b, 1000) {
+            prop_assert!(e.data.start <= e.data.end && e.data.end <= b.len());
+        }
+        for (_, data) in uudecode_all(&b) {
+            prop_assert!(data.len() <= b.len());
+        }
+        for d in rtf_objdata(&b) {
+            prop_assert!(d.len() <= b.len() / 2 + 1);
+            if let Some((_, native)) = ole1_native(&d) {
+                prop_assert!(native.len() <= d.len());
+            }
+        }
+        if let Some((_, data)) = ole10_native(&b) {
+            prop_assert!(data.len() <= b.len());
+        }
+    }
+
+    #[test]
+    fn extraction_stays_within_its_limits_on_anything(b in mutated()) {
+        let before = contained_panics();
+        let limits = Limits { max_members: 8, max_total_bytes: 1 << 20, max_ratio: 50 };
+        let (x, data) = extract(&b, limits, &|| false);
+        prop_assert!(x.members.len() <= 8);
+        prop_assert!(x.total_bytes <= 1 << 20);
+        prop_assert_eq!(data.len(), x.members.len());
+        prop_assert_eq!(x.total_bytes, data.iter().map(|d| d.len() as u64).sum::<u64>());
+        // A library panic is contained and said, never lost.
+        if contained_panics() > before {
+            prop_assert!(!x.without.is_empty());
+        }
+    }
+}
