@@ -387,10 +387,10 @@ async fn report(
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     let format = q.get("format").map(String::as_str).unwrap_or("json");
-    if !matches!(format, "html" | "md" | "markdown" | "json" | "stix") {
+    if !matches!(format, "html" | "md" | "markdown" | "json" | "stix" | "csv") {
         return problem(Problem::new(
             400,
-            format!("format={format}: expected html, md, json or stix"),
+            format!("format={format}: expected html, md, json, stix or csv"),
         ));
     }
     let report = match load_report(&st, &id) {
@@ -409,9 +409,7 @@ async fn report(
             .into_response(),
         "md" | "markdown" => ([(header::CONTENT_TYPE, "text/markdown; charset=utf-8")], render::markdown(&report)).into_response(),
         "json" => ([(header::CONTENT_TYPE, "application/json")], render::json(&report)).into_response(),
-        _ => problem(Problem::new(
-            501,
-            "format=stix is not available: this build's maljan-triage has no STIX renderer yet (html, md and json are)",
-        )),
+        "stix" => ([(header::CONTENT_TYPE, "application/stix+json;version=2.1")], render::stix(&report)).into_response(),
+        _ => ([(header::CONTENT_TYPE, "text/csv; charset=utf-8")], render::iocs_csv(&report)).into_response(),
     }
 }

@@ -155,9 +155,14 @@ async fn a_submitted_job_runs_streams_and_reports() {
             None,
         )
         .await;
-    assert_eq!(s, StatusCode::NOT_IMPLEMENTED);
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["type"], "bundle", "{v}");
     assert!(
-        v["error"].as_str().unwrap().contains("not available"),
+        v["objects"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["type"] == "malware-analysis"),
         "{v}"
     );
     let (s, _) = c
