@@ -479,21 +479,7 @@ async fn sftp_later_init(c: &Config, a: SftpLaterInit) -> Result<Configured, Too
         network: network(c, Tree::Sftp, &a.profile, a.timeout)?,
     };
     let (host, port) = (p.host.clone(), p.port);
-    c.storage
-        .remote
-        .set_session(Tree::Sftp, &a.profile, TreeProfile::Sftp(p))
-        .await;
-    let (_, client) = c
-        .storage
-        .remote
-        .client(&c.storage.config, Tree::Sftp, &a.profile)?;
-    client.ready().await?;
-    Ok(Configured {
-        backend: "sftp",
-        profile: a.profile,
-        host,
-        port,
-    })
+    open_session(c, Tree::Sftp, a.profile, TreeProfile::Sftp(p), host, port).await
 }
 
 async fn ftp_later_init(c: &Config, a: FtpLaterInit) -> Result<Configured, ToolError> {
@@ -516,18 +502,25 @@ async fn ftp_later_init(c: &Config, a: FtpLaterInit) -> Result<Configured, ToolE
         network: network(c, Tree::Ftp, &a.profile, a.timeout)?,
     };
     let (host, port) = (p.host.clone(), p.port);
-    c.storage
-        .remote
-        .set_session(Tree::Ftp, &a.profile, TreeProfile::Ftp(p))
-        .await;
-    let (_, client) = c
-        .storage
-        .remote
-        .client(&c.storage.config, Tree::Ftp, &a.profile)?;
+    open_session(c, Tree::Ftp, a.profile, TreeProfile::Ftp(p), host, port).await
+}
+
+/// Keeps a `*_later_init` session for `profile` and connects once, so a bad login or host key
+/// is reported by the init call itself.
+async fn open_session(
+    c: &Config,
+    tree: Tree,
+    profile: String,
+    session: TreeProfile,
+    host: String,
+    port: u16,
+) -> Result<Configured, ToolError> {
+    c.storage.remote.set_session(tree, &profile, session).await;
+    let (_, client) = c.storage.remote.client(&c.storage.config, tree, &profile)?;
     client.ready().await?;
     Ok(Configured {
-        backend: "ftp",
-        profile: a.profile,
+        backend: tree.table(),
+        profile,
         host,
         port,
     })
