@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
+    AgentProgress,
     catalog::{Catalog, fill_arguments},
     guards::{
         BYTES_PER_TOKEN, RepeatCheck, Repeats, cut_to_fit, delimit, paging_params, repair_arguments,
@@ -43,6 +44,8 @@ pub struct Analyst<'a> {
     pub nonce: &'a str,
     pub sample_path: String,
     pub ledger: &'a mut Ledgered,
+    /// Told of every tool call the model makes (a console's live view shows each one).
+    pub progress: &'a dyn AgentProgress,
 }
 
 /// Why the loop stopped asking the model.
@@ -320,6 +323,7 @@ impl Analyst<'_> {
             .call_cancellable(&tool.tool, sent.clone(), self.cancel)
             .await;
         repeats.made(&tool.server, &tool.tool, &sent, &rec.ev_id);
+        self.progress.tool_called("analyst", &rec);
         turn.evidence = Some(rec.ev_id.clone());
         if repaired {
             let note = format!(

@@ -40,6 +40,8 @@ pub struct AgentOptions {
 pub trait AgentProgress: Progress {
     fn stage_started(&self, _stage: &str) {}
     fn model_answered(&self, _stage: &str, _tool_calls: usize) {}
+    /// A tool call the model asked for has finished (ledgered as `call.ev_id`).
+    fn tool_called(&self, _stage: &str, _call: &maljan_client::CallRecord) {}
 }
 
 impl AgentProgress for maljan_triage::Quiet {}
@@ -158,6 +160,7 @@ async fn run_model_stages(
             nonce: &nonce,
             sample_path,
             ledger,
+            progress,
         }
         .run(brief.clone())
         .await;

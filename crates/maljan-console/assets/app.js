@@ -61,7 +61,12 @@ function watchJob() {
     steps.appendChild(li);
   });
   on("call_finished", (d) => {
-    const li = rows.get(d.index) || steps.appendChild(el("li"));
+    // A triage step has its row from step_started; a call the model made arrives whole.
+    let li = rows.get(d.index);
+    if (!li) {
+      li = steps.appendChild(el("li"));
+      li.appendChild(el("span", "title", d.stage + ": " + d.server + "." + d.tool));
+    }
     li.className = "done st-" + d.status.replace(" ", "-");
     const state = li.querySelector(".state") || li.appendChild(el("span", "state"));
     state.textContent = d.status + (d.error ? " (" + d.error + ")" : "") + (d.server ? " on " + d.server : "");

@@ -378,6 +378,16 @@ impl AgentProgress for ConsoleProgress {
             json!({"stage": stage, "tool_calls": tool_calls}),
         );
     }
+    // The same event as a triage step's, so the live view draws the model's calls as they end.
+    fn tool_called(&self, stage: &str, call: &maljan_client::CallRecord) {
+        self.send(
+            "call_finished",
+            json!({"stage": stage, "title": call.tool, "tool": call.tool, "server": call.server,
+                   "status": if call.ok { "ok" } else { "failed" }, "evidence": [call.ev_id],
+                   "duration_ms": call.duration_ms,
+                   "error": call.error.as_ref().map(|e| &e.code)}),
+        );
+    }
 }
 
 /// Cancels a running job: 202 when it was running, 409 when it had ended, 404 when unknown.

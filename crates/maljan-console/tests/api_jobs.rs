@@ -292,3 +292,52 @@ async fn bad_submissions_are_refused_and_leave_nothing() {
     let (_, list) = c.json("GET", "/api/v1/jobs", None).await;
     assert_eq!(list["total"], 0, "no job was created: {list}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_s_tool_calls_stream_as_they_finish_with_their_evidence() {
+    let model = maljan_testkit::ScriptedModel::start(&serde_json::json!({"turns": [
+        {"tool_calls": [{"id": "c1", "name": "hashes", "arguments": "{}"}]},
+        {"text": "hashed [ev_0001]"},
+        {"text": serde_json::json!({"verdict": "unknown", "confidence": 0.2, "family": null,
+            "summary": "thin", "claims": [], "techniques": []}).to_string()},
+    ]}));
+    let c = common::console_with_config(&format!(
+        "\n[llm]\nprovider = \"openai\"\nbase_url = {:?}\nmodel = \"scripted\"\n",
+        model.url
+    ));
+    let (s, v) = c
+        .submit(
+            "dropper.bin",
+            &common::sample_bytes(),
+            &[("agent", "on"), ("servers", "analysis")],
+        )
+        .await;
+    assert_eq!(s, StatusCode::ACCEPTED, "{v}");
+    let id = v["job_id"].as_str().unwrap().to_string();
+    let job = c.wait_done(&id).await;
+    assert_eq!(job["verdict"]["source"], "agent", "{job}");
+    let all = events(&c, &id, None).await;
+    let call = all
+        .iter()
+        .find(|e| e.1 == "call_finished" && e.2["stage"] == "analyst")
+        .unwrap_or_else(|| panic!("the model's call streamed: {all:?}"));
+    assert_eq!(call.2["tool"], "hashes", "{:?}", call.2);
+    assert_eq!(call.2["status"], "ok", "{:?}", call.2);
+    let ev = call.2["evidence"][0].as_str().unwrap();
+    let (s, row) = c
+        .json(
+            "GET",
+            &format!("/api/v1/jobs/{id}/evidence?tool=hashes"),
+            None,
+        )
+        .await;
+    assert_eq!(s, StatusCode::OK, "{row}");
+    assert!(
+        row["evidence"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["ev_id"] == ev),
+        "{ev} is a ledger row: {row}"
+    );
+}

@@ -38,6 +38,16 @@ pub fn maljan_bin() -> String {
 /// A console listening (in name) on `listen`, with `echo` configured, and `analysis` (the
 /// real `maljan serve analysis`) when jobs are to find something.
 pub fn console_with(listen: &str, max_sample_bytes: u64, analysis: bool) -> Console {
+    console_configured(listen, max_sample_bytes, analysis, "")
+}
+
+/// [`console_with`] on loopback with the analysis server and `extra` appended to config.toml
+/// (an `[llm]` table, say).
+pub fn console_with_config(extra: &str) -> Console {
+    console_configured("127.0.0.1:8700", 1 << 20, true, extra)
+}
+
+fn console_configured(listen: &str, max_sample_bytes: u64, analysis: bool, extra: &str) -> Console {
     let dir = tempfile::tempdir().unwrap();
     let config_path = dir.path().join("config.toml");
     let mut text = format!(
@@ -50,6 +60,7 @@ pub fn console_with(listen: &str, max_sample_bytes: u64, analysis: bool) -> Cons
             maljan_bin()
         ));
     }
+    text.push_str(extra);
     std::fs::write(&config_path, text).unwrap();
     let mut config = Config::load(Some(&config_path)).unwrap();
     config.data_dir = dir.path().join("data");
