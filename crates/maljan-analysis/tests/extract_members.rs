@@ -135,6 +135,25 @@ fn an_encrypted_zip_opens_with_infected_and_an_unknown_password_is_a_skip() {
     );
 }
 
+/// The legacy ZipCrypto cipher most malware zips still use (7-Zip and Windows write it by default).
+#[test]
+fn a_zipcrypto_zip_opens_with_one_of_the_usual_passwords() {
+    use zip::unstable::write::FileOptionsExt;
+    let pe = corpus::pe();
+    let mut w = zip::ZipWriter::new(Cursor::new(Vec::new()));
+    let o = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated)
+        .with_deprecated_encryption(b"malware")
+        .unwrap();
+    w.start_file("dropper.exe", o).unwrap();
+    w.write_all(&pe).unwrap();
+    let x = members(&w.finish().unwrap().into_inner());
+    assert_eq!(names(&x), ["dropper.exe"], "{:?}", x.skipped);
+    assert!(x.members[0].encrypted);
+    assert_eq!(x.members[0].password.as_deref(), Some("malware"));
+    assert_eq!(x.members[0].kind, "pe");
+}
+
 #[test]
 fn a_zip_bomb_ends_as_a_ratio_finding_and_the_other_members_still_come_out() {
     let zeros = vec![0u8; 40 << 20];
