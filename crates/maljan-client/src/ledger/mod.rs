@@ -262,14 +262,17 @@ impl Ledger {
         &self,
         f: impl FnOnce(&mut Connection) -> T + Send + 'static,
     ) -> Result<T, LedgerError> {
-        let (tx, rx) = oneshot::channel();
+        // A plain blocking channel: a synchronous caller waits synchronously. (Blocking on a tokio
+        // oneshot from inside a tokio task spun on the task's exhausted coop budget at 100% CPU,
+        // about 2.5 s per call in the console bench.)
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let job = Box::new(move |c: &mut Connection| {
             let _ = tx.send(f(c));
         });
         if !self.inner.writer.send(Op::Run(job)) {
             return Err(stopped());
         }
-        futures::executor::block_on(rx).map_err(|_| stopped())
+        rx.recv().map_err(|_| stopped())
     }
 
     fn write(
