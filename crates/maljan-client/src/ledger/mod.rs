@@ -253,8 +253,9 @@ impl Ledger {
     }
 
     /// [`Self::append`] for code that is not async; blocks until the row is committed.
+    /// `unconstrained`: inside a tokio task an exhausted coop budget would make the wait spin.
     pub fn record(&self, entry: LedgerEntry) -> Result<(), LedgerError> {
-        futures::executor::block_on(self.append(entry))
+        futures::executor::block_on(tokio::task::unconstrained(self.append(entry)))
     }
 
     /// Runs `f` on the writer thread, after everything queued before it, and waits for it.
