@@ -48,16 +48,9 @@ async fn events(c: &common::Console, id: &str, last: Option<&str>) -> Vec<(i64, 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_submitted_job_runs_streams_and_reports() {
     let c = common::console_analysis();
-    let (s, v) = c
-        .submit(
-            "dropper.bin",
-            &common::sample_bytes(),
-            &[("agent", "off"), ("servers", "analysis")],
-        )
+    let (id, job) = c
+        .run_job(&[("agent", "off"), ("servers", "analysis")])
         .await;
-    assert_eq!(s, StatusCode::ACCEPTED, "{v}");
-    let id = v["job_id"].as_str().unwrap().to_string();
-    let job = c.wait_done(&id).await;
     assert_eq!(job["verdict"]["source"], "heuristic", "{job}");
     assert!(job["calls"].as_i64().unwrap() >= 3, "{job}");
 
@@ -305,16 +298,7 @@ async fn the_model_s_tool_calls_stream_as_they_finish_with_their_evidence() {
         "\n[llm]\nprovider = \"openai\"\nbase_url = {:?}\nmodel = \"scripted\"\n",
         model.url
     ));
-    let (s, v) = c
-        .submit(
-            "dropper.bin",
-            &common::sample_bytes(),
-            &[("agent", "on"), ("servers", "analysis")],
-        )
-        .await;
-    assert_eq!(s, StatusCode::ACCEPTED, "{v}");
-    let id = v["job_id"].as_str().unwrap().to_string();
-    let job = c.wait_done(&id).await;
+    let (id, job) = c.run_job(&[("agent", "on"), ("servers", "analysis")]).await;
     assert_eq!(job["verdict"]["source"], "agent", "{job}");
     let all = events(&c, &id, None).await;
     let call = all

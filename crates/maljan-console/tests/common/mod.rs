@@ -149,6 +149,16 @@ impl Console {
         read_json(self.send(req).await).await
     }
 
+    /// Submits the test sample as `dropper.bin` with `fields`, expects 202, and waits for the
+    /// job to end: its id and its final state.
+    pub async fn run_job(&self, fields: &[(&str, &str)]) -> (String, Value) {
+        let (s, v) = self.submit("dropper.bin", &sample_bytes(), fields).await;
+        assert_eq!(s, StatusCode::ACCEPTED, "{v}");
+        let id = v["job_id"].as_str().unwrap().to_string();
+        let job = self.wait_done(&id).await;
+        (id, job)
+    }
+
     /// Waits until the job's report is kept (the job has ended).
     pub async fn wait_done(&self, id: &str) -> Value {
         for _ in 0..600 {
