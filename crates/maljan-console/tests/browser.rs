@@ -49,6 +49,22 @@ fn wait(c: &Client) -> fantoccini::wait::Wait<'_> {
     c.wait().at_most(Duration::from_secs(90))
 }
 
+/// Clicks what `locator` finds and waits until the browser has left the page: a form's submit
+/// button or a link reloads the page, and until the old document is gone a lookup can still find
+/// the old page's elements (or find them going stale under it).
+async fn click_and_wait_for_new_page(client: &Client, on: &fantoccini::elements::Element) {
+    let old_page = client.find(Locator::Css("html")).await.unwrap();
+    on.click().await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while old_page.tag_name().await.is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the page did not change after the click"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 fn tool(var: &str, fallback: &str) -> String {
     let path = std::env::var(var).unwrap_or_else(|_| fallback.to_string());
     assert!(
@@ -137,13 +153,8 @@ async fn add_test_submit_watch_report_and_follow_evidence_in_chromium() {
         .await
         .unwrap();
     shot(&client, &shots, "01-server-form").await;
-    client
-        .find(Locator::Id("test-button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    let button = client.find(Locator::Id("test-button")).await.unwrap();
+    click_and_wait_for_new_page(&client, &button).await;
     let ok = match wait(&client).for_element(Locator::Id("test-ok")).await {
         Ok(ok) => ok,
         Err(e) => {
@@ -190,13 +201,8 @@ async fn add_test_submit_watch_report_and_follow_evidence_in_chromium() {
         .send_keys(&echo.to_string_lossy())
         .await
         .unwrap();
-    client
-        .find(Locator::Id("test-button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    let button = client.find(Locator::Id("test-button")).await.unwrap();
+    click_and_wait_for_new_page(&client, &button).await;
     wait(&client)
         .for_element(Locator::Id("test-ok"))
         .await
@@ -210,24 +216,15 @@ async fn add_test_submit_watch_report_and_follow_evidence_in_chromium() {
             .await
             .unwrap();
     }
-    client
-        .find(Locator::Id("save-button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    let button = client.find(Locator::Id("save-button")).await.unwrap();
+    click_and_wait_for_new_page(&client, &button).await;
     let card = wait(&client)
         .for_element(Locator::Id("server-echo"))
         .await
         .expect("the server's card");
     // The saved server is tested in the background; the card's Test shows it now.
-    card.find(Locator::Css("footer button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    let test = card.find(Locator::Css("footer button")).await.unwrap();
+    click_and_wait_for_new_page(&client, &test).await;
     let card = wait(&client)
         .for_element(Locator::Css("#server-echo tr.unavailable"))
         .await
@@ -262,13 +259,8 @@ async fn add_test_submit_watch_report_and_follow_evidence_in_chromium() {
         .await
         .unwrap();
     shot(&client, &shots, "04-submit").await;
-    client
-        .find(Locator::Id("submit-button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    let button = client.find(Locator::Id("submit-button")).await.unwrap();
+    click_and_wait_for_new_page(&client, &button).await;
     let url = client.current_url().await.unwrap();
     assert!(url.path().starts_with("/jobs/"), "{url}");
     // The live view fills from the event stream (a job this small may end first: the page then
@@ -303,7 +295,7 @@ async fn add_test_submit_watch_report_and_follow_evidence_in_chromium() {
         .await
         .expect("an evidence link");
     let ev = link.text().await.unwrap();
-    link.click().await.unwrap();
+    click_and_wait_for_new_page(&client, &link).await;
     let row = wait(&client)
         .for_element(Locator::Css("tr.target"))
         .await
