@@ -371,6 +371,25 @@ fn list_cab(b: &[u8], max: usize, budget: &Budget) -> Result<Listing, ToolError>
     Ok(l)
 }
 
+fn list_rar(b: &[u8], max: usize) -> Listing {
+    match crate::members_rar::headers(b, max) {
+        Ok(headers) => {
+            let entries = headers
+                .into_iter()
+                .map(|h| {
+                    let mut e = entry(h.name, h.size);
+                    e.is_dir |= h.is_dir;
+                    e.encrypted = h.encrypted;
+                    e.method = Some("rar".into());
+                    e
+                })
+                .collect();
+            listing("rar", entries)
+        }
+        Err(why) => undecoded("rar", b, &why),
+    }
+}
+
 fn undecoded(format: &str, b: &[u8], why: &str) -> Listing {
     let mut l = listing(format, vec![]);
     if format == "7z" {
@@ -414,11 +433,7 @@ pub fn list(b: &[u8], max: usize, budget: &Budget) -> Result<Listing, ToolError>
                 b,
                 "this build has no 7z decoder (the format is recognised)",
             )),
-            "rar" => Ok(undecoded(
-                "rar",
-                b,
-                "RAR listing needs a RAR decoder, which this build does not carry",
-            )),
+            "rar" => Ok(list_rar(b, max)),
             "bzip2" | "xz" | "zstd" => Ok(undecoded(
                 &kind.kind,
                 b,

@@ -36,6 +36,7 @@ mod macho_parts;
 pub mod members;
 mod members_formats;
 pub mod members_mail;
+mod members_rar;
 pub mod ole;
 mod pdf;
 pub mod pe;

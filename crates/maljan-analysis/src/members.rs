@@ -176,25 +176,10 @@ impl<'a> Collector<'a> {
         reader: &mut dyn Read,
         password: Option<&str>,
     ) -> bool {
-        if self.done() {
-            return false;
-        }
-        if self.out.members.len() >= self.limits.max_members {
-            let max = self.limits.max_members;
-            self.hit(
-                "members",
-                Some(name),
-                format!("more than {max} members: the rest were not extracted"),
-            );
-            self.stopped = true;
-            return false;
-        }
-        let remaining = self
-            .limits
-            .max_total_bytes
-            .saturating_sub(self.out.total_bytes);
-        let ratio_cap = packed.map(|p| self.ratio_limit(p));
-        let cap = ratio_cap.unwrap_or(u64::MAX).min(remaining);
+        let cap = match self.room_for(name, packed) {
+            Ok(cap) => cap,
+            Err(go_on) => return go_on,
+        };
         let mut data = Vec::new();
         let mut chunk = vec![0u8; 64 * 1024];
         let mut limited = reader.take(cap.saturating_add(1));
@@ -213,29 +198,73 @@ impl<'a> Collector<'a> {
             }
         }
         if data.len() as u64 > cap {
-            if ratio_cap.is_some_and(|r| r <= remaining) {
-                let ratio = self.limits.max_ratio;
-                self.hit(
-                    "ratio",
-                    Some(name),
-                    format!(
-                        "expands more than {ratio}x its {} packed bytes (a decompression bomb): stopped at {cap} bytes",
-                        packed.unwrap_or(0)
-                    ),
-                );
-                // One bomb member is a finding; the other members are still worth reading.
-                return true;
-            }
-            let max = self.limits.max_total_bytes;
-            self.hit(
-                "total_bytes",
-                Some(name),
-                format!("extracting it would pass {max} bytes in all: stopped"),
-            );
-            self.stopped = true;
-            return false;
+            return self.over(name, packed, cap);
         }
         self.keep(name, source, data, password)
+    }
+
+    /// How many bytes the next member may have (the rest of the total budget, and its ratio to
+    /// `packed`), or Err(whether to go on) when no member may come at all.
+    fn room_for(&mut self, name: &str, packed: Option<u64>) -> Result<u64, bool> {
+        if self.done() {
+            return Err(false);
+        }
+        if self.out.members.len() >= self.limits.max_members {
+            let max = self.limits.max_members;
+            self.hit(
+                "members",
+                Some(name),
+                format!("more than {max} members: the rest were not extracted"),
+            );
+            self.stopped = true;
+            return Err(false);
+        }
+        let remaining = self
+            .limits
+            .max_total_bytes
+            .saturating_sub(self.out.total_bytes);
+        let ratio_cap = packed.map(|p| self.ratio_limit(p));
+        Ok(ratio_cap.unwrap_or(u64::MAX).min(remaining))
+    }
+
+    /// Records the limit a member larger than `cap` passes; returns whether to go on.
+    fn over(&mut self, name: &str, packed: Option<u64>, cap: u64) -> bool {
+        let remaining = self
+            .limits
+            .max_total_bytes
+            .saturating_sub(self.out.total_bytes);
+        if packed.is_some_and(|p| self.ratio_limit(p) <= remaining) {
+            let ratio = self.limits.max_ratio;
+            self.hit(
+                "ratio",
+                Some(name),
+                format!(
+                    "expands more than {ratio}x its {} packed bytes (a decompression bomb): stopped at {cap} bytes",
+                    packed.unwrap_or(0)
+                ),
+            );
+            // One bomb member is a finding; the other members are still worth reading.
+            return true;
+        }
+        let max = self.limits.max_total_bytes;
+        self.hit(
+            "total_bytes",
+            Some(name),
+            format!("extracting it would pass {max} bytes in all: stopped"),
+        );
+        self.stopped = true;
+        false
+    }
+
+    /// For a reader that can only decode a member whole (RAR): whether a member declaring
+    /// `size` bytes fits: Ok(()) to decode it and hand it to [`Collector::add`], Err(whether to
+    /// go on) when the limit it passes is recorded instead.
+    pub(crate) fn admit(&mut self, name: &str, packed: u64, size: u64) -> Result<(), bool> {
+        let cap = self.room_for(name, Some(packed))?;
+        if size > cap {
+            return Err(self.over(name, Some(packed), cap));
+        }
+        Ok(())
     }
 
     /// A member already in memory (a carved slice, a decoded attachment).

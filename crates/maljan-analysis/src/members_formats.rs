@@ -30,6 +30,7 @@ pub(crate) fn read(b: &[u8], c: &mut Collector) -> String {
             }
         },
         "7z" => sevenz(b, c),
+        "rar" => crate::members_rar::rar(b, c),
         "cab" => cab(b, c),
         "cpio" => {
             crate::members_mail::cpio(b, c);

@@ -198,6 +198,7 @@ proptest! {
             Just(b"\xCA\xFE\xBA\xBE\x00\x00\x00\x02".to_vec()), Just(b"\xD0\xCF\x11\xE0\xA1\xB1\x1A\xE1".to_vec()),
             Just(b"PK\x03\x04".to_vec()), Just(b"%PDF-1.7\n".to_vec()), Just(b"\x1F\x8B\x08\x08".to_vec()),
             Just(b"7z\xBC\xAF\x27\x1C".to_vec()), Just(b"MSCF\0\0\0\0".to_vec()), Just(vec![1u8]),
+            Just(b"Rar!\x1A\x07\x01\x00".to_vec()), Just(b"Rar!\x1A\x07\x00".to_vec()),
         ],
         rest in proptest::collection::vec(any::<u8>(), 0..2048),
     ) {
