@@ -1,9 +1,10 @@
 //! `extract_members`: the files a sample carries, written out as child samples — archive members
 //! (zip incl. ZipCrypto / AES ones opened with the analysts' usual passwords, tar, gzip, bzip2,
-//! xz, lzma / lzip, 7z, cab, cpio), mail attachments (MIME base64 / quoted-printable, uuencode)
-//! and, for anything else, the payloads `carve_payloads` finds (installer and SFX overlays,
-//! droppers). Each member is hashed, identified and written (0o600, never overwriting, named by its
-//! SHA-256) under `<sample dir>/carved/<sha256 of the outermost sample>/members/`, where every
+//! xz, lzma / lzip, 7z, RAR 4 and 5, cab, cpio), mail attachments (MIME base64 /
+//! quoted-printable, uuencode) and, for anything else, the payloads `carve_payloads` finds
+//! (installer and SFX overlays, droppers). Each member is hashed, identified and written (0o600,
+//! never overwriting, named by its SHA-256) under
+//! `<sample dir>/carved/<sha256 of the outermost sample>/members/`, where every
 //! tool accepts it as `carved_path`; a member's own members go to the same directory, so a whole
 //! tree stays under the outermost sample's directory.
 //!
@@ -422,7 +423,7 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
         ToolMeta::new(
             "extract_members",
             "Writes out the files the sample carries as child samples: archive members (zip incl. encrypted \
-             with infected/malware/virus, tar, gzip, bzip2, xz, 7z, cab, cpio), mail attachments (MIME, uuencode) \
+             with infected/malware/virus, tar, gzip, bzip2, xz, 7z, rar, cab, cpio), mail attachments (MIME, uuencode) \
              and carved payloads, each hashed and identified, bounded in count, bytes and expansion ratio.",
         )
         .title("Extract members")

@@ -12,6 +12,7 @@
 //!   under its real host's name; [`drives`]), and [`DriveFixture`] to start one from a test.
 //! - The conformance client (`maljan-conformance-client`) for the official suite's client
 //!   scenarios, built on maljan-client's runtime.
+//! - [`rar`]: stored RAR 4 and RAR 5 archives written byte by byte (nothing here writes RAR).
 //! - [`bin_path`]: builds this crate's (or another package's) binaries once per test process and
 //!   returns the path, so tests in other crates can start them.
 //! - [`wait_answering`]: waits for a real HTTP answer from a peer a test started.
@@ -23,6 +24,7 @@
 pub mod drives;
 pub mod fixture;
 pub mod model;
+pub mod rar;
 
 use std::{
     path::PathBuf,

@@ -2,8 +2,8 @@
 //! a tar.gz holding a zip holding an EICAR-bearing executable comes out as a tree in the JSON,
 //! Markdown and HTML reports, every child with its own steps and evidence and a verdict, the
 //! verdicts rising to the mail; the ledger links each child to its parent; a zip bomb ends as a
-//! finding; an encrypted zip opens with "infected"; the STIX 2.1 bundle passes OASIS's
-//! stix2-validator and the IOCs come out as CSV.
+//! finding; an encrypted zip opens with "infected"; a RAR's executable is a child with its own
+//! verdict; the STIX 2.1 bundle passes OASIS's stix2-validator and the IOCs come out as CSV.
 
 mod common;
 
@@ -301,6 +301,33 @@ fn a_zip_bomb_ends_as_a_finding_and_an_encrypted_zip_opens_with_infected() {
     assert_eq!(exe["kind"], "pe", "{}", r["children"]);
     assert_eq!(exe["encrypted"], true);
     assert_eq!(exe["password"], "infected");
+}
+
+#[test]
+fn a_rar_s_executable_is_analysed_as_a_child_with_its_own_verdict() {
+    let archive = maljan_testkit::rar::rar5(&[("invoice.exe", &dropper())], None);
+    let run = setup("invoice.rar", &archive);
+    let r: Value = serde_json::from_str(&report(&run, "json")).unwrap();
+    let exe = &r["children"][0];
+    assert_eq!(
+        (exe["name"].as_str(), exe["kind"].as_str()),
+        (Some("invoice.exe"), Some("pe")),
+        "{}",
+        r["children"]
+    );
+    let tools: Vec<&str> = exe["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["tool"].as_str())
+        .collect();
+    assert!(tools.contains(&"yara_scan"), "{tools:?}");
+    let word = exe["verdict"]["verdict"].as_str().unwrap_or("");
+    assert!(
+        matches!(word, "malicious" | "suspicious"),
+        "{}",
+        exe["verdict"]
+    );
 }
 
 #[test]
