@@ -371,6 +371,38 @@ fn list_cab(b: &[u8], max: usize, budget: &Budget) -> Result<Listing, ToolError>
     Ok(l)
 }
 
+/// A 7z archive's entries, from its header (nothing is decoded). An encrypted header needs the
+/// password: extract_members tries the usual ones.
+fn list_7z(b: &[u8], max: usize, budget: &Budget) -> Result<Listing, ToolError> {
+    let archive = match sevenz_rust2::Archive::read_with_memory_limit(
+        &mut Cursor::new(b),
+        &sevenz_rust2::Password::empty(),
+        256 * 1024,
+    ) {
+        Ok(a) => a,
+        Err(e) => {
+            return Ok(undecoded(
+                "7z",
+                b,
+                &format!("its header cannot be read: {e}"),
+            ));
+        }
+    };
+    let mut entries = Vec::new();
+    for f in archive.files.iter().take(max) {
+        budget.items(1, "7z entries")?;
+        let mut e = entry(f.name.clone(), f.size);
+        e.is_dir |= f.is_directory;
+        e.compressed_size = (f.compressed_size > 0).then_some(f.compressed_size);
+        e.method = Some("7z".into());
+        entries.push(e);
+    }
+    let mut l = listing("7z", entries);
+    l.entry_count = archive.files.len();
+    l.details.insert("solid".into(), archive.is_solid.into());
+    Ok(l)
+}
+
 fn list_rar(b: &[u8], max: usize) -> Listing {
     match crate::members_rar::headers(b, max) {
         Ok(headers) => {
@@ -428,16 +460,17 @@ pub fn list(b: &[u8], max: usize, budget: &Budget) -> Result<Listing, ToolError>
             "tar" => list_tar(Cursor::new(b), max, "tar", budget),
             "gzip" => list_gzip(b, max, budget),
             "cab" => list_cab(b, max, budget),
-            "7z" => Ok(undecoded(
-                "7z",
-                b,
-                "this build has no 7z decoder (the format is recognised)",
-            )),
+            "7z" => list_7z(b, max, budget),
             "rar" => Ok(list_rar(b, max)),
-            "bzip2" | "xz" | "zstd" => Ok(undecoded(
+            "bzip2" | "xz" => Ok(undecoded(
                 &kind.kind,
                 b,
-                "this build has no decoder for it (the format is recognised)",
+                "a single compressed stream has no entries; extract_members decompresses it",
+            )),
+            "zstd" => Ok(undecoded(
+                "zstd",
+                b,
+                "this build has no zstd decoder (the format is recognised)",
             )),
             _ if b.starts_with(b"PK") || crate::carve::find_zip_eocd(b).is_some() => {
                 list_zip(b, max, budget)

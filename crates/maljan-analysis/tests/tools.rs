@@ -391,6 +391,19 @@ fn archives() {
     .unwrap();
     assert_eq!(seven.format, "7z");
     assert!(seven.without[0].contains("7z"));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("drop.exe"), b"MZ not much of a program").unwrap();
+    let real_7z = sevenz_rust2::compress(dir.path(), std::io::Cursor::new(Vec::new()))
+        .unwrap()
+        .into_inner();
+    let seven = archive::list(&real_7z, 100, &budget_for(&real_7z)).unwrap();
+    assert_eq!(
+        (seven.entries[0].name.as_str(), seven.entries[0].size),
+        ("drop.exe", 24),
+        "{:?}",
+        seven.without
+    );
+    assert!(seven.entries[0].flags.iter().any(|f| f == "executable"));
     let not_archive =
         archive::list(b"plain text, not an archive", 10, &budget_for(b"")).unwrap_err();
     assert_eq!(
