@@ -169,13 +169,13 @@ fn arch(b: &[u8], m: &MachO<'_>, limit: usize, budget: &Budget) -> Result<MachAr
         }
     }
     // goblin expands the bind opcodes' repeat counts as they claim: count them first.
-    let (bind_entries, segments_exist) = macho_parts::bind_entries(b, m);
+    let (bind_entries, indexes_exist) = macho_parts::bind_entries(b, m);
     budget.items(
         usize::try_from(bind_entries).unwrap_or(usize::MAX),
         "Mach-O bind entries",
     )?;
     let mut imports = Vec::new();
-    let bound = if segments_exist {
+    let bound = if indexes_exist {
         m.imports().unwrap_or_default()
     } else {
         Vec::new()

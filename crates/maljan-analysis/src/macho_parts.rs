@@ -107,11 +107,11 @@ fn uleb(b: &[u8], at: &mut usize) -> Option<u64> {
 }
 
 /// How many imports goblin's bind interpreter would produce from `m`'s bind and lazy-bind
-/// opcodes (saturating), read without producing them, and whether every segment index they name
-/// exists (goblin indexes its segment list with it unchecked, and panics).
+/// opcodes (saturating), read without producing them, and whether every segment index and
+/// library ordinal they name exists (goblin indexes its lists with them unchecked, and panics).
 pub fn bind_entries(b: &[u8], m: &MachO<'_>) -> (u64, bool) {
     let mut total = 0u64;
-    let mut segments_exist = true;
+    let mut indexes_exist = true;
     for lc in &m.load_commands {
         let (CommandVariant::DyldInfo(info) | CommandVariant::DyldInfoOnly(info)) = &lc.command
         else {
@@ -121,27 +121,54 @@ pub fn bind_entries(b: &[u8], m: &MachO<'_>) -> (u64, bool) {
             (info.bind_off, info.bind_size),
             (info.lazy_bind_off, info.lazy_bind_size),
         ] {
-            let start = (off as usize).min(b.len());
-            let end = start.saturating_add(size as usize).min(b.len());
-            let (n, max_segment) = bind_stream_entries(&b[start..end]);
-            total = total.saturating_add(n);
-            segments_exist &= max_segment.is_none_or(|s| (s as usize) < m.segments.len());
+            let start = off as usize;
+            let stream = bind_stream_entries(b, start, start.saturating_add(size as usize));
+            total = total.saturating_add(stream.entries);
+            // goblin indexes its segments and libraries with these unchecked.
+            indexes_exist &= stream
+                .max_segment
+                .is_none_or(|s| (s as usize) < m.segments.len());
+            indexes_exist &= stream
+                .max_library
+                .is_none_or(|l| (l as usize) < m.libs.len());
         }
     }
-    (total, segments_exist)
+    (total, indexes_exist)
 }
 
-fn bind_stream_entries(ops: &[u8]) -> (u64, Option<u8>) {
-    let mut at = 0;
-    let mut total = 0u64;
-    let mut max_segment: Option<u8> = None;
-    while let Some(&op) = ops.get(at) {
+/// What one bind opcode stream claims: its entries, and the largest segment and library
+/// ordinal it names.
+struct BindStream {
+    entries: u64,
+    max_segment: Option<u8>,
+    max_library: Option<u8>,
+}
+
+/// Reads the opcodes at `start..end` of the file as goblin does: an operand may run past `end`
+/// (goblin reads it from the rest of the file), and the first byte that is not there ends it.
+fn bind_stream_entries(ops: &[u8], start: usize, end: usize) -> BindStream {
+    let mut at = start;
+    let mut s = BindStream {
+        entries: 0,
+        max_segment: None,
+        max_library: None,
+    };
+    while at < end
+        && let Some(&op) = ops.get(at)
+    {
         at += 1;
-        if op & 0xf0 == 0x70 {
-            max_segment = max_segment.max(Some(op & 0x0f));
+        match op & 0xf0 {
+            0x70 => s.max_segment = s.max_segment.max(Some(op & 0x0f)),
+            0x10 => s.max_library = s.max_library.max(Some(op & 0x0f)),
+            _ => {}
         }
         let step = match op & 0xf0 {
-            0x20 | 0x60 | 0x70 | 0x80 => uleb(ops, &mut at).map(|_| 0),
+            // goblin keeps the low byte of a ULEB library ordinal.
+            0x20 => uleb(ops, &mut at).map(|ordinal| {
+                s.max_library = s.max_library.max(Some(ordinal as u8));
+                0
+            }),
+            0x60 | 0x70 | 0x80 => uleb(ops, &mut at).map(|_| 0),
             0x40 => memchr::memchr(0, &ops[at..]).map(|n| {
                 at += n + 1;
                 0
@@ -152,12 +179,12 @@ fn bind_stream_entries(ops: &[u8]) -> (u64, Option<u8>) {
             _ => Some(0),
         };
         match step {
-            Some(n) => total = total.saturating_add(n),
+            Some(n) => s.entries = s.entries.saturating_add(n),
             // goblin stops with an error at a cut-short operand too.
             None => break,
         }
     }
-    (total, max_segment)
+    s
 }
 
 /// The exported names in `m`'s export trie (LC_DYLD_INFO or LC_DYLD_EXPORTS_TRIE), each node
@@ -222,8 +249,27 @@ mod tests {
         let mut ops = vec![0x40, b'_', b'x', 0, 0x90, 0xc0];
         ops.extend([0x80; 9]);
         ops.extend([0x01, 0x00]);
-        assert_eq!(bind_stream_entries(&ops).0, 1 + (1 << 63));
-        assert_eq!(bind_stream_entries(&[0x90, 0xb0, 0xa0, 0x05]).0, 3);
+        assert_eq!(
+            bind_stream_entries(&ops, 0, ops.len()).entries,
+            1 + (1 << 63)
+        );
+        let three = [0x90, 0xb0, 0xa0, 0x05];
+        assert_eq!(bind_stream_entries(&three, 0, 4).entries, 3);
+    }
+
+    #[test]
+    fn an_operand_past_the_stream_s_end_is_read_from_the_file_as_goblin_does() {
+        // The stream is the first byte (DO_BIND_ULEB_TIMES_SKIPPING_ULEB); its count and skip
+        // lie after it: goblin reads them and binds 1000 times.
+        let ops = [0xc0, 0xe8, 0x07, 0x00];
+        assert_eq!(bind_stream_entries(&ops, 0, 1).entries, 1000);
+    }
+
+    #[test]
+    fn the_library_ordinals_a_stream_names_are_reported() {
+        // SET_DYLIB_ORDINAL_IMM 3, then SET_DYLIB_ORDINAL_ULEB 300 (goblin keeps 300 as u8 = 44).
+        let ops = [0x13, 0x20, 0xac, 0x02];
+        assert_eq!(bind_stream_entries(&ops, 0, 4).max_library, Some(44));
     }
 
     #[test]

@@ -92,7 +92,8 @@ pub fn uudecode_all(b: &[u8]) -> Vec<(String, Vec<u8>)> {
 
 /// One uuencoded line onto `out`; false when the line is not uuencode.
 fn uudecode_line(l: &[u8], out: &mut Vec<u8>) -> bool {
-    let sextet = |c: u8| -> Option<u8> { (0x20..=0x60).contains(&c).then_some((c - 0x20) & 0x3f) };
+    let sextet =
+        |c: u8| -> Option<u8> { c.checked_sub(0x20).filter(|&s| s <= 0x40).map(|s| s & 0x3f) };
     let Some((&len_char, body)) = l.split_first() else {
         return false;
     };
