@@ -356,6 +356,21 @@ pub(super) fn handle(fx: &Fixture, host: &str, req: &Req) -> Response {
                 &json!({"total_count": 1, "entries": [item_json(b, &id)]}),
             )
         }
+        ("upload.box.com", &Method::GET, ["files", "upload_sessions", sid, "parts"]) => {
+            let Some(up) = b.uploads.open.get(*sid) else {
+                return not_found();
+            };
+            let entries: Vec<Value> = up
+                .data
+                .chunks(PART as usize)
+                .enumerate()
+                .map(|(n, c)| json!({"part_id": format!("{n:08X}"), "offset": n as u64 * PART, "size": c.len(), "sha1": sha1_hex(c)}))
+                .collect();
+            json_response(
+                StatusCode::OK,
+                &json!({"total_count": entries.len(), "entries": entries, "offset": 0, "limit": 1000}),
+            )
+        }
         ("upload.box.com", &Method::DELETE, ["files", "upload_sessions", sid]) => {
             match b.uploads.open.remove(*sid) {
                 Some(_) => StatusCode::NO_CONTENT.into_response(),
@@ -442,7 +457,9 @@ pub(super) fn handle(fx: &Fixture, host: &str, req: &Req) -> Response {
             if !b.tree.is_folder(id) || *id == "0" {
                 return not_found();
             }
-            let recursive = req.param("recursive").as_deref() == Some("true");
+            let recursive = req
+                .param("recursive")
+                .is_some_and(|r| r.eq_ignore_ascii_case("true"));
             if !recursive && !b.tree.children(id).is_empty() {
                 return error(
                     StatusCode::BAD_REQUEST,
