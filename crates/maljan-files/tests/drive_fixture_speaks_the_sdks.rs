@@ -71,7 +71,10 @@ fn msal_and_graph_read_the_fixture() {
     let fixture = DriveFixture::start("sdk-token");
     let got = &sdk_check(&fixture, &["onedrive"])["onedrive"];
     assert_eq!(got["flow"], json!(["FIXTURE1", true]));
-    assert_eq!(got["token"], true, "msal's device flow got the fixture's token");
+    assert_eq!(
+        got["token"], true,
+        "msal's device flow got the fixture's token"
+    );
     assert_eq!(got["put"], json!([201, "Small note.txt", 29]));
     assert_eq!(got["session"], json!([202, ["327680-"], 201, 328680]));
     assert_eq!(got["download"], json!([true, [302]]));
@@ -110,7 +113,11 @@ fn googleapiclient_reads_the_fixture() {
     let fixture = DriveFixture::start("sdk-token");
     let got = &sdk_check(&fixture, &["google"])["google"];
     assert_eq!(got["upload"], json!(["Big.bin", "1048580"]), "resumable");
-    assert_eq!(got["download"], json!([true, 4]), "media in 4 ranged chunks");
+    assert_eq!(
+        got["download"],
+        json!([true, 4]),
+        "media in 4 ranged chunks"
+    );
     assert_eq!(
         got["listed"],
         json!([["Big.bin", "f0.txt", "f1.txt", "f2.txt", "f3.txt"], 2])

@@ -362,6 +362,7 @@ async fn download(
     a: DownloadFile,
 ) -> Result<Transferred, ToolError> {
     let id = plain_id("file_id", &a.file_id)?;
+    c.target(&a.target_path)?;
     let meta = api
         .json(api.request(
             Method::GET,

@@ -219,6 +219,7 @@ pub(super) async fn download(
     target: &str,
 ) -> Result<Transferred, ToolError> {
     let id = plain_id("file_id", file_id)?;
+    c.target(target)?;
     let meta = api
         .json(api.request(
             Method::GET,

@@ -192,6 +192,7 @@ async fn download(
     if clean(&a.remote_path)?.is_empty() {
         return Err(ToolError::bad_argument("remote_path names the root folder"));
     }
+    c.target(&a.target_path)?;
     let item = api
         .json(api.request(Method::GET, &item_url(api, &a.remote_path, "")?)?)
         .await?;
