@@ -64,10 +64,16 @@ async fn google_drive_against_the_fixture() {
         .unwrap();
     assert_eq!(loaded["refreshed"], true, "{loaded}");
     assert!(!loaded.to_string().contains("csecret") && !loaded.to_string().contains(TOKEN));
-    h.write("bad-token.json", json!({"token": "x", "expiry": "2020-01-01T00:00:00Z"}).to_string());
+    h.write(
+        "bad-token.json",
+        json!({"token": "x", "expiry": "2020-01-01T00:00:00Z"}).to_string(),
+    );
     assert_eq!(
-        h.call("FA_drive_later_init", json!({"token_path": h.p("bad-token.json"), "profile": "other"}))
-            .await,
+        h.call(
+            "FA_drive_later_init",
+            json!({"token_path": h.p("bad-token.json"), "profile": "other"})
+        )
+        .await,
         Err("not_configured".into())
     );
 
@@ -75,7 +81,10 @@ async fn google_drive_against_the_fixture() {
     let size = 100 << 20;
     let sha = big_file(&h.path("big.bin"), size);
     let up = h
-        .call("FA_drive_upload_to_drive", json!({"file_path": h.p("big.bin"), "file_name": "Big.bin"}))
+        .call(
+            "FA_drive_upload_to_drive",
+            json!({"file_path": h.p("big.bin"), "file_name": "Big.bin"}),
+        )
         .await
         .unwrap();
     assert_eq!(up["bytes"], size as u64, "{up}");
@@ -83,18 +92,30 @@ async fn google_drive_against_the_fixture() {
     let pieces = fx
         .log()
         .iter()
-        .filter(|r| r["method"] == "PUT" && r["path"] == "/www.googleapis.com/upload/drive/v3/files")
+        .filter(|r| {
+            r["method"] == "PUT" && r["path"] == "/www.googleapis.com/upload/drive/v3/files"
+        })
         .count();
     assert_eq!(pieces, 13, "100 MiB in 8 MiB pieces");
     let big = up["id"].as_str().unwrap().to_string();
     fx.cut_downloads(20 << 20, 1);
     let back = h
-        .call("FA_drive_download_file", json!({"file_id": big, "file_name": h.p("back.bin")}))
+        .call(
+            "FA_drive_download_file",
+            json!({"file_id": big, "file_name": h.p("back.bin")}),
+        )
         .await
         .unwrap();
     assert_eq!(back["bytes"], size as u64);
-    assert_eq!(sha256_of(&h.path("back.bin")), sha, "the resumed download differs");
-    assert!(fx.log().iter().any(|r| r["range"].is_string()), "resumed with a Range");
+    assert_eq!(
+        sha256_of(&h.path("back.bin")),
+        sha,
+        "the resumed download differs"
+    );
+    assert!(
+        fx.log().iter().any(|r| r["range"].is_string()),
+        "resumed with a Range"
+    );
 
     // A folder; uploads into it; the directory uploads (not recursive).
     let folder = h
@@ -114,12 +135,18 @@ async fn google_drive_against_the_fixture() {
     }
     h.write("dir/nested/skipped.txt", "not uploaded");
     let to_folder = h
-        .call("FA_drive_upload_dir_to_folder", json!({"folder_id": folder, "dir_path": h.p("dir")}))
+        .call(
+            "FA_drive_upload_dir_to_folder",
+            json!({"folder_id": folder, "dir_path": h.p("dir")}),
+        )
         .await
         .unwrap();
     assert_eq!(to_folder.as_array().unwrap().len(), 3, "{to_folder}");
     let to_root = h
-        .call("FA_drive_upload_dir_to_drive", json!({"dir_path": h.p("dir/nested")}))
+        .call(
+            "FA_drive_upload_dir_to_drive",
+            json!({"dir_path": h.p("dir/nested")}),
+        )
         .await
         .unwrap();
     assert_eq!(to_root[0]["remote_path"], "skipped.txt");
@@ -128,7 +155,15 @@ async fn google_drive_against_the_fixture() {
     let all = found(&h, "FA_drive_search_all_file", json!({})).await;
     assert_eq!(
         all.keys().collect::<Vec<_>>(),
-        ["Big.bin", "f0.txt", "f1.txt", "f2.txt", "one.txt", "reports", "skipped.txt"]
+        [
+            "Big.bin",
+            "f0.txt",
+            "f1.txt",
+            "f2.txt",
+            "one.txt",
+            "reports",
+            "skipped.txt"
+        ]
     );
     assert_eq!(all["reports"], folder);
     let folders = found(
@@ -138,68 +173,123 @@ async fn google_drive_against_the_fixture() {
     )
     .await;
     assert_eq!(folders.keys().collect::<Vec<_>>(), ["reports"]);
-    let fields = found(&h, "FA_drive_search_field", json!({"field_pattern": "nextPageToken, files(id, name)"})).await;
+    let fields = found(
+        &h,
+        "FA_drive_search_field",
+        json!({"field_pattern": "nextPageToken, files(id, name)"}),
+    )
+    .await;
     assert_eq!(fields, all);
 
     // The folder download: each file to a local file of its name, relative to the root.
-    let got = found(&h, "FA_drive_download_file_from_folder", json!({"folder_name": "reports"})).await;
-    assert_eq!(got.keys().collect::<Vec<_>>(), ["f0.txt", "f1.txt", "f2.txt", "one.txt"]);
+    let got = found(
+        &h,
+        "FA_drive_download_file_from_folder",
+        json!({"folder_name": "reports"}),
+    )
+    .await;
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        ["f0.txt", "f1.txt", "f2.txt", "one.txt"]
+    );
     assert_eq!(std::fs::read_to_string(h.path("f1.txt")).unwrap(), "file 1");
     assert_eq!(
-        h.call("FA_drive_download_file_from_folder", json!({"folder_name": "nothing"}))
-            .await,
+        h.call(
+            "FA_drive_download_file_from_folder",
+            json!({"folder_name": "nothing"})
+        )
+        .await,
         Err("no_such_file".into())
     );
 
     // Shares.
     let p = h
-        .call("FA_drive_share_file_to_user", json!({"file_id": big, "user": "a@example.com"}))
+        .call(
+            "FA_drive_share_file_to_user",
+            json!({"file_id": big, "user": "a@example.com"}),
+        )
         .await
         .unwrap();
-    assert_eq!((p["type"].as_str(), p["role"].as_str()), (Some("user"), Some("writer")));
+    assert_eq!(
+        (p["type"].as_str(), p["role"].as_str()),
+        (Some("user"), Some("writer"))
+    );
     let p = h
         .call("FA_drive_share_file_to_anyone", json!({"file_id": big}))
         .await
         .unwrap();
     assert_eq!(p["role"], "reader");
     let p = h
-        .call("FA_drive_share_file_to_domain", json!({"file_id": big, "domain": "example.com", "domain_role": "commenter"}))
+        .call(
+            "FA_drive_share_file_to_domain",
+            json!({"file_id": big, "domain": "example.com", "domain_role": "commenter"}),
+        )
         .await
         .unwrap();
-    assert_eq!((p["type"].as_str(), p["role"].as_str()), (Some("domain"), Some("commenter")));
     assert_eq!(
-        h.call("FA_drive_share_file_to_anyone", json!({"file_id": big, "share_role": "god"}))
-            .await,
+        (p["type"].as_str(), p["role"].as_str()),
+        (Some("domain"), Some("commenter"))
+    );
+    assert_eq!(
+        h.call(
+            "FA_drive_share_file_to_anyone",
+            json!({"file_id": big, "share_role": "god"})
+        )
+        .await,
         Err("bad_argument".into())
     );
 
     // Delete.
-    assert_eq!(h.call("FA_drive_delete_file", json!({"file_id": big})).await.unwrap(), json!(true));
     assert_eq!(
-        h.call("FA_drive_download_file", json!({"file_id": big, "file_name": h.p("gone.bin")}))
-            .await,
+        h.call("FA_drive_delete_file", json!({"file_id": big}))
+            .await
+            .unwrap(),
+        json!(true)
+    );
+    assert_eq!(
+        h.call(
+            "FA_drive_download_file",
+            json!({"file_id": big, "file_name": h.p("gone.bin")})
+        )
+        .await,
         Err("no_such_file".into())
     );
     assert!(!h.path("gone.bin").exists() && !h.path("gone.bin.part").exists());
     assert_eq!(
-        h.call("FA_drive_delete_file", json!({"file_id": "a/b"})).await,
+        h.call("FA_drive_delete_file", json!({"file_id": "a/b"}))
+            .await,
         Err("bad_argument".into())
     );
 
     // The private endpoint the operator did not allow.
-    let (code, message) = h.error("FA_drive_search_all_file", json!({"profile": "closed"})).await;
+    let (code, message) = h
+        .error("FA_drive_search_all_file", json!({"profile": "closed"}))
+        .await;
     assert_eq!(code, "bad_argument");
     assert!(message.contains("allow_private_endpoint"), "{message}");
 
     // Confinement of the local side (the token file too).
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("secret.txt"), "not yours").unwrap();
-    let secret = outside.path().join("secret.txt").to_string_lossy().into_owned();
+    let secret = outside
+        .path()
+        .join("secret.txt")
+        .to_string_lossy()
+        .into_owned();
     for (tool, args) in [
         ("FA_drive_upload_to_drive", json!({"file_path": secret})),
-        ("FA_drive_later_init", json!({"token_path": secret, "credentials_path": ""})),
-        ("FA_drive_download_file", json!({"file_id": folder, "file_name": outside.path().join("w.bin").to_string_lossy()})),
-        ("FA_drive_upload_dir_to_drive", json!({"dir_path": outside.path().to_string_lossy()})),
+        (
+            "FA_drive_later_init",
+            json!({"token_path": secret, "credentials_path": ""}),
+        ),
+        (
+            "FA_drive_download_file",
+            json!({"file_id": folder, "file_name": outside.path().join("w.bin").to_string_lossy()}),
+        ),
+        (
+            "FA_drive_upload_dir_to_drive",
+            json!({"dir_path": outside.path().to_string_lossy()}),
+        ),
     ] {
         let (code, _) = h.error(tool, args).await;
         assert_eq!(code, "path_outside_roots", "{tool}");
