@@ -470,6 +470,36 @@ impl<'a> Pieces<'a> {
     }
 }
 
+impl Api {
+    /// Sends a local file in `piece`-byte pieces `PUT` to an upload session's link (Graph's
+    /// `uploadUrl`, Google's session URI; without the token), each with its `Content-Range`;
+    /// answers the drive's reply to the last piece (the file's metadata).
+    pub(crate) async fn put_pieces(
+        &self,
+        ctx: &ToolContext,
+        file: &mut LocalFile,
+        url: &str,
+        piece: usize,
+    ) -> Result<Value, ToolError> {
+        let size = file.size;
+        let mut pieces = Pieces::new(file, ctx, piece);
+        let mut reply = Value::Null;
+        while let Some(p) = pieces.next().await? {
+            let req = self
+                .bare(Method::PUT, url)?
+                .header("content-length", p.bytes.len())
+                .header(
+                    "content-range",
+                    content_range(p.offset, p.bytes.len(), size),
+                )
+                .body(p.bytes);
+            // Before the last piece: Graph's 202, Google's 308 (Resume Incomplete), no file yet.
+            reply = read_json(self.drive, self.send(req).await?).await?;
+        }
+        Ok(reply)
+    }
+}
+
 /// `bytes FIRST-LAST/TOTAL` for the piece at `offset` (Graph, Google and Box sessions).
 pub(crate) fn content_range(offset: u64, len: usize, total: u64) -> String {
     if len == 0 {

@@ -222,13 +222,7 @@ async fn upload(
     } else {
         session(api, ctx, &mut file, &parent, &name, existing.as_deref()).await?
     };
-    let got = size_of(&entry);
-    if got != Some(size) {
-        return Err(ToolError::tool_failed(format!(
-            "Box stored {} bytes of {size}",
-            got.map_or("an unknown number of".into(), |g| g.to_string())
-        )));
-    }
+    Service::Box.stored(&entry, size)?;
     Ok(Transferred {
         remote: str_of(&entry, "name").unwrap_or(name),
         id: str_of(&entry, "id"),

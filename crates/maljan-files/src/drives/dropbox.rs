@@ -151,13 +151,7 @@ async fn upload(
         }
         reply
     };
-    let got = meta.get("size").and_then(Value::as_u64);
-    if got != Some(size) {
-        return Err(ToolError::tool_failed(format!(
-            "Dropbox stored {} bytes of {size}",
-            got.map_or("an unknown number of".into(), |g| g.to_string())
-        )));
-    }
+    Service::Dropbox.stored(&meta, size)?;
     Ok(Transferred {
         remote: str_of(&meta, "path_display").unwrap_or(path),
         id: str_of(&meta, "id"),

@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{
-    Api, Drives, LocalFile, Opener, Pieces, Service, TRANSFER_TIMEOUT_S, Transferred,
-    content_range, plain_id, read_json, save, size_of, str_of,
+    Api, Drives, LocalFile, Opener, Service, TRANSFER_TIMEOUT_S, Transferred, plain_id, save,
+    size_of, str_of,
 };
 use crate::storage::default_profile;
 
@@ -180,27 +180,8 @@ pub(super) async fn upload(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string)
         .ok_or_else(|| ToolError::tool_failed("Google Drive opened no upload session"))?;
-    let mut pieces = Pieces::new(&mut file, ctx, PIECE);
-    let mut item = Value::Null;
-    while let Some(p) = pieces.next().await? {
-        let req = api
-            .bare(Method::PUT, &session)?
-            .header("content-length", p.bytes.len())
-            .header(
-                "content-range",
-                content_range(p.offset, p.bytes.len(), size),
-            )
-            .body(p.bytes);
-        // A piece before the last is answered 308 (Resume Incomplete) without a body.
-        item = read_json(Service::Google, api.send(req).await?).await?;
-    }
-    let got = size_of(&item);
-    if got != Some(size) {
-        return Err(ToolError::tool_failed(format!(
-            "Google Drive stored {} bytes of {size}",
-            got.map_or("an unknown number of".into(), |g| g.to_string())
-        )));
-    }
+    let item = api.put_pieces(ctx, &mut file, &session, PIECE).await?;
+    Service::Google.stored(&item, size)?;
     Ok(Transferred {
         remote: str_of(&item, "name").unwrap_or(name),
         id: str_of(&item, "id"),

@@ -95,6 +95,18 @@ impl Service {
         }
     }
 
+    /// Refuses an upload the drive answered with another size than the file's.
+    pub(crate) fn stored(self, answer: &Value, size: u64) -> Result<(), ToolError> {
+        match size_of(answer) {
+            Some(got) if got == size => Ok(()),
+            got => Err(ToolError::tool_failed(format!(
+                "{} stored {} bytes of {size}",
+                self.label(),
+                got.map_or("an unknown number of".into(), |g| g.to_string())
+            ))),
+        }
+    }
+
     fn label(self) -> &'static str {
         match self {
             Self::Dropbox => "Dropbox",

@@ -14,9 +14,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{
-    Api, DeletePath, DownloadFile, Drives, LocalFile, Opener, Pieces, ProfileOnly, Service,
-    TRANSFER_TIMEOUT_S, Transferred, UploadFile, content_range, encode_segment, files_under,
-    read_json, save, size_of, str_of,
+    Api, DeletePath, DownloadFile, Drives, LocalFile, Opener, ProfileOnly, Service,
+    TRANSFER_TIMEOUT_S, Transferred, UploadFile, encode_segment, files_under, save, size_of,
+    str_of,
 };
 use crate::storage::default_profile;
 
@@ -139,23 +139,7 @@ async fn upload(
             .await?;
         let url = str_of(&session, "uploadUrl")
             .ok_or_else(|| ToolError::tool_failed("OneDrive opened no upload session"))?;
-        let sent = async {
-            let mut pieces = Pieces::new(&mut file, ctx, SESSION_PIECE);
-            let mut reply = Value::Null;
-            while let Some(p) = pieces.next().await? {
-                let req = api
-                    .bare(Method::PUT, &url)?
-                    .header("content-length", p.bytes.len())
-                    .header(
-                        "content-range",
-                        content_range(p.offset, p.bytes.len(), size),
-                    )
-                    .body(p.bytes);
-                reply = read_json(Service::OneDrive, api.send(req).await?).await?;
-            }
-            Ok::<_, ToolError>(reply)
-        }
-        .await;
+        let sent = api.put_pieces(ctx, &mut file, &url, SESSION_PIECE).await;
         if sent.is_err() {
             // Graph keeps a session's pieces until it expires; say it is over now.
             if let Ok(req) = api.bare(Method::DELETE, &url) {
@@ -164,13 +148,7 @@ async fn upload(
         }
         sent?
     };
-    let got = size_of(&item);
-    if got != Some(size) {
-        return Err(ToolError::tool_failed(format!(
-            "OneDrive stored {} bytes of {size}",
-            got.map_or("an unknown number of".into(), |g| g.to_string())
-        )));
-    }
+    Service::OneDrive.stored(&item, size)?;
     Ok(Transferred {
         remote: shown(remote_path),
         id: str_of(&item, "id"),
