@@ -4,7 +4,7 @@
 //!
 //! What they share lives here: the profiles (`[dropbox.NAME]`… in the storage config, chosen by
 //! an optional `profile` argument; `*_later_init` replaces one for this server's lifetime, in
-//! memory only), one [`Api`] per call (in `api.rs`) over the SSRF-guarded reqwest client of
+//! memory only), one `Api` per call (in `api.rs`) over the SSRF-guarded reqwest client of
 //! `storage::guard` (no proxy, no redirect followed blindly, private addresses only when the
 //! operator's table allows them), the mapping of HTTP failures to maljan's error codes, and the
 //! local side of a transfer through `storage::transfer` (every path confined to the roots, a
@@ -13,6 +13,12 @@
 //!
 //! A token is sent only as an `Authorization` header to the profile's own hosts, never logged,
 //! never echoed in an answer or an error.
+//!
+//! One file per drive: `dropbox.rs`, `onedrive.rs` (+ `onedrive_login.rs`, the device-code
+//! grant), `boxdrive.rs`, `google.rs` (+ `google_ops.rs`: searches, shares, folder download).
+//! What they share beyond this file is in `api.rs`: requests with the bearer token, retries,
+//! paged listings (`Api::pages`), uploads in pieces (`Pieces`, `Api::put_pieces`) and
+//! resumable downloads (`Api::download`).
 
 use std::{
     collections::HashMap,
