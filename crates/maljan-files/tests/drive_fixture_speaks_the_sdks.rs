@@ -1,5 +1,6 @@
 //! maljan-testkit's `fixture-drives` (the stand-in for the SaaS drives, which have no emulator)
-//! is checked by the drives' official Python SDKs: they call it through a transport that sends
+//! is checked by the drives' official Python SDKs (dropbox; msal with Graph over requests;
+//! box_sdk_gen from boxsdk 10; googleapiclient with its bundled Drive v3 discovery document): they call it through a transport that sends
 //! their real hosts' requests to the fixture, and parse its answers with their own code — uploads
 //! (one request and an upload session), downloads (with a Range), paged listings, deletes, the
 //! routes' error unions and a refused token — so the fixture the actions are tested against
@@ -63,4 +64,66 @@ fn the_dropbox_sdk_reads_the_fixture() {
     assert_eq!(got["missing_delete"], json!([true, true]));
     assert_eq!(got["range"], json!([206, "from the official SDK\n"]));
     assert_eq!(got["bad_token"], true);
+}
+
+#[test]
+fn msal_and_graph_read_the_fixture() {
+    let fixture = DriveFixture::start("sdk-token");
+    let got = &sdk_check(&fixture, &["onedrive"])["onedrive"];
+    assert_eq!(got["flow"], json!(["FIXTURE1", true]));
+    assert_eq!(
+        got["token"], true,
+        "msal's device flow got the fixture's token"
+    );
+    assert_eq!(got["put"], json!([201, "Small note.txt", 29]));
+    assert_eq!(got["session"], json!([202, ["327680-"], 201, 328680]));
+    assert_eq!(got["download"], json!([true, [302]]));
+    assert_eq!(
+        got["listed"],
+        json!([["f0.txt", "f1.txt", "f2.txt", "f3.txt"], 2])
+    );
+    assert_eq!(got["delete"], 204);
+    assert_eq!(got["missing"], json!([404, "itemNotFound"]));
+    assert_eq!(got["bad_token"], 401);
+    assert_eq!(got["declined"], "authorization_declined");
+}
+
+#[test]
+fn the_box_sdk_reads_the_fixture() {
+    let fixture = DriveFixture::start("sdk-token");
+    let got = &sdk_check(&fixture, &["box"])["box"];
+    assert_eq!(got["folder"], json!(["sdk", "0"]));
+    assert_eq!(got["upload"], json!(["Small.txt", 23, true]));
+    assert_eq!(got["download"], true);
+    assert_eq!(got["preflight"], json!([409, "item_name_in_use", true]));
+    assert_eq!(
+        got["chunked"],
+        json!(["Big.bin", 20_999_936, true]),
+        "the SDK's chunked upload"
+    );
+    assert_eq!(got["listed"], json!(["Big.bin", "Small.txt"]));
+    assert_eq!(got["missing"], json!([404, "not_found"]));
+    assert_eq!(got["not_empty"], "folder_not_empty");
+    assert_eq!(got["deleted"], json!([]));
+    assert_eq!(got["bad_token"], true);
+}
+
+#[test]
+fn googleapiclient_reads_the_fixture() {
+    let fixture = DriveFixture::start("sdk-token");
+    let got = &sdk_check(&fixture, &["google"])["google"];
+    assert_eq!(got["upload"], json!(["Big.bin", "1048580"]), "resumable");
+    assert_eq!(
+        got["download"],
+        json!([true, 4]),
+        "media in 4 ranged chunks"
+    );
+    assert_eq!(
+        got["listed"],
+        json!([["Big.bin", "f0.txt", "f1.txt", "f2.txt", "f3.txt"], 2])
+    );
+    assert_eq!(got["folder_query"], true);
+    assert_eq!(got["permission"], true);
+    assert_eq!(got["missing"], json!([404, "notFound"]));
+    assert_eq!(got["bad_token"], 401);
 }

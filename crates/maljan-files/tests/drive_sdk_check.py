@@ -1,6 +1,6 @@
 """The drives' official Python SDKs against maljan-testkit's fixture-drives.
 
-Usage: drive_sdk_check.py BASE_URL TOKEN DRIVE...  (DRIVE: dropbox)
+Usage: drive_sdk_check.py BASE_URL TOKEN DRIVE...  (DRIVE: dropbox, onedrive, box, google)
 
 Each SDK talks to its real hosts (https://api.dropboxapi.com/...); a requests adapter sends
 those requests to BASE_URL/<host>/<path> instead, so the SDK's own code builds every request and
@@ -105,9 +105,196 @@ def check_dropbox(base, token):
     return out
 
 
+def check_onedrive(base, token):
+    """msal's device flow for the token, then Graph's drive-item routes over requests."""
+    import msal
+
+    out = {}
+    http = session(base)
+    app = msal.PublicClientApplication(
+        "fixture-client",
+        authority="https://login.microsoftonline.com/organizations",
+        http_client=http,
+        instance_discovery=False,
+    )
+    flow = app.initiate_device_flow(scopes=["Files.ReadWrite"])
+    out["flow"] = [flow.get("user_code"), "microsoft.com/devicelogin" in flow.get("message", "")]
+    result = app.acquire_token_by_device_flow(flow)
+    out["token"] = result.get("access_token") == token
+    graph = "https://graph.microsoft.com/v1.0/me/drive"
+    auth = {"Authorization": f"Bearer {result.get('access_token')}"}
+    small = b"hello from requests to Graph\n"
+    r = http.put(f"{graph}/root:/sdk/Small%20note.txt:/content", data=small, headers=auth)
+    out["put"] = [r.status_code, r.json()["name"], r.json()["size"]]
+    s = http.post(f"{graph}/root:/sdk/deep/Big.bin:/createUploadSession",
+                  json={"item": {"@microsoft.graph.conflictBehavior": "replace"}}, headers=auth).json()
+    piece = 320 * 1024
+    whole = b"x" * piece + b"y" * 1000
+    first = http.put(s["uploadUrl"], data=whole[:piece],
+                     headers={"Content-Range": f"bytes 0-{piece - 1}/{len(whole)}"})
+    last = http.put(s["uploadUrl"], data=whole[piece:],
+                    headers={"Content-Range": f"bytes {piece}-{len(whole) - 1}/{len(whole)}"})
+    out["session"] = [first.status_code, first.json()["nextExpectedRanges"], last.status_code, last.json()["size"]]
+    got = http.get(f"{graph}/root:/sdk/deep/Big.bin:/content", headers=auth)
+    out["download"] = [hashlib.sha256(got.content).hexdigest() == hashlib.sha256(whole).hexdigest(),
+                       [h.status_code for h in got.history]]
+    for i in range(4):
+        http.put(f"{graph}/root:/sdk/many/f{i}.txt:/content", data=b"%d" % i, headers=auth)
+    page = http.get(f"{graph}/root:/sdk/many:/children", headers=auth).json()
+    names, pages = [e["name"] for e in page["value"]], 1
+    while "@odata.nextLink" in page:
+        page = http.get(page["@odata.nextLink"], headers=auth).json()
+        names += [e["name"] for e in page["value"]]
+        pages += 1
+    out["listed"] = [names, pages]
+    out["delete"] = http.delete(f"{graph}/root:/sdk/many", headers=auth).status_code
+    missing = http.get(f"{graph}/root:/sdk/many", headers=auth)
+    out["missing"] = [missing.status_code, missing.json()["error"]["code"]]
+    out["bad_token"] = http.get(f"{graph}/root/children", headers={"Authorization": "Bearer wrong"}).status_code
+    declined = msal.PublicClientApplication("fixture-client", authority="https://login.microsoftonline.com/common",
+                                            http_client=http, instance_discovery=False)
+    http.post(f"{base}/_fixture/faults", json={"device_login": "declined"})
+    flow = declined.initiate_device_flow(scopes=["Files.ReadWrite"])
+    out["declined"] = declined.acquire_token_by_device_flow(flow).get("error")
+    http.post(f"{base}/_fixture/faults", json={})
+    return out
+
+
+def check_box(base, token):
+    """box_sdk_gen (boxsdk 10) with its base URLs moved to the fixture."""
+    import box_sdk_gen as box
+
+    out = {}
+    urls = box.BaseUrls(base_url=f"{base}/api.box.com", upload_url=f"{base}/upload.box.com/api",
+                        oauth_2_url=f"{base}/account.box.com/api/oauth2")
+    client = box.BoxClient(auth=box.BoxDeveloperTokenAuth(token=token),
+                           network_session=box.NetworkSession(base_urls=urls))
+    folder = client.folders.create_folder("sdk", box.CreateFolderParent(id="0"))
+    out["folder"] = [folder.name, folder.parent.id]
+    small = b"hello from box_sdk_gen\n"
+    up = client.uploads.upload_file(
+        box.UploadFileAttributes(name="Small.txt", parent=box.UploadFileAttributesParentField(id=folder.id)),
+        io.BytesIO(small))
+    f = up.entries[0]
+    out["upload"] = [f.name, f.size, f.sha_1 == hashlib.sha1(small).hexdigest()]
+    stream = client.downloads.download_file(f.id)
+    out["download"] = stream.read() == small
+    try:
+        client.uploads.preflight_file_upload_check(name="small.txt", size=3,
+                                                   parent=box.PreflightFileUploadCheckParent(id=folder.id))
+        out["preflight"] = "no conflict"
+    except box.BoxAPIError as e:
+        out["preflight"] = [e.response_info.status_code, e.response_info.code,
+                            e.response_info.context_info["conflicts"]["id"] == f.id]
+    big = bytes(range(256)) * (21_000_000 // 256)
+    chunked = client.chunked_uploads.upload_big_file(io.BytesIO(big), "Big.bin", len(big), folder.id)
+    out["chunked"] = [chunked.name, chunked.size, chunked.sha_1 == hashlib.sha1(big).hexdigest()]
+    items = client.folders.get_folder_items(folder.id, limit=10)
+    out["listed"] = sorted(e.name for e in items.entries)
+    client.files.delete_file_by_id(f.id)
+    try:
+        client.files.get_file_by_id(f.id)
+        out["missing"] = "no error"
+    except box.BoxAPIError as e:
+        out["missing"] = [e.response_info.status_code, e.response_info.code]
+    try:
+        client.folders.delete_folder_by_id(folder.id)
+        out["not_empty"] = "no error"
+    except box.BoxAPIError as e:
+        out["not_empty"] = e.response_info.code
+    client.folders.delete_folder_by_id(folder.id, recursive=True)
+    out["deleted"] = sorted(e.name for e in client.folders.get_folder_items("0").entries)
+    bad = box.BoxClient(auth=box.BoxDeveloperTokenAuth(token="wrong"),
+                        network_session=box.NetworkSession(base_urls=urls))
+    try:
+        bad.folders.get_folder_items("0")
+        out["bad_token"] = "no error"
+    except box.BoxSDKError as e:
+        # The SDK reads the 401 as an expired developer token.
+        out["bad_token"] = "expired" in str(e)
+    return out
+
+
+def check_google(base, token):
+    """googleapiclient's own Drive v3 (its bundled discovery document) over an httplib2 that
+    sends https://www.googleapis.com/... to the fixture."""
+    import httplib2
+    from googleapiclient.discovery import build
+    from googleapiclient.errors import HttpError
+    from googleapiclient.http import MediaIoBaseDownload, MediaIoBaseUpload
+
+    class ToFixtureHttp(httplib2.Http):
+        def __init__(self, bearer):
+            super().__init__()
+            self.bearer = bearer
+            # As googleapiclient.http.build_http: a 308 is Drive's "resume incomplete".
+            self.redirect_codes = self.redirect_codes - {308}
+
+        def request(self, uri, method="GET", body=None, headers=None, *args, **kwargs):
+            u = urllib.parse.urlsplit(uri)
+            if u.scheme == "https":
+                uri = f"{base}/{u.netloc}{u.path}" + (f"?{u.query}" if u.query else "")
+            headers = dict(headers or {})
+            headers["authorization"] = f"Bearer {self.bearer}"
+            return super().request(uri, method, body=body, headers=headers, *args, **kwargs)
+
+    out = {}
+    drive = build("drive", "v3", http=ToFixtureHttp(token), static_discovery=True)
+    folder = drive.files().create(body={"name": "sdk", "mimeType": "application/vnd.google-apps.folder"},
+                                  fields="id").execute()
+    whole = bytes(range(256)) * 4096 + b"tail"
+    media = MediaIoBaseUpload(io.BytesIO(whole), mimetype="application/octet-stream",
+                              chunksize=256 * 1024, resumable=True)
+    made = drive.files().create(body={"name": "Big.bin", "parents": [folder["id"]]}, media_body=media,
+                                fields="id,name,size").execute()
+    out["upload"] = [made["name"], made["size"]]
+    buf = io.BytesIO()
+    down = MediaIoBaseDownload(buf, drive.files().get_media(fileId=made["id"]), chunksize=300 * 1024)
+    done, chunks = False, 0
+    while not done:
+        _, done = down.next_chunk()
+        chunks += 1
+    out["download"] = [hashlib.sha256(buf.getvalue()).hexdigest() == hashlib.sha256(whole).hexdigest(), chunks]
+    for i in range(4):
+        m = MediaIoBaseUpload(io.BytesIO(b"%d" % i), mimetype="text/plain", resumable=True)
+        drive.files().create(body={"name": f"f{i}.txt", "parents": [folder["id"]]}, media_body=m).execute()
+    names, token_, pages = [], None, 0
+    while True:
+        r = drive.files().list(q=f"'{folder['id']}' in parents and trashed = false",
+                               fields="nextPageToken, files(id, name)", pageToken=token_).execute()
+        names += [f["name"] for f in r["files"]]
+        pages += 1
+        token_ = r.get("nextPageToken")
+        if not token_:
+            break
+    out["listed"] = [sorted(names), pages]
+    found = drive.files().list(q="mimeType = 'application/vnd.google-apps.folder' and name = 'sdk'").execute()
+    out["folder_query"] = [f["id"] for f in found["files"]] == [folder["id"]]
+    perm = drive.permissions().create(fileId=made["id"], body={"type": "anyone", "role": "reader"},
+                                      fields="id").execute()
+    out["permission"] = "id" in perm
+    drive.files().delete(fileId=made["id"]).execute()
+    try:
+        drive.files().get(fileId=made["id"]).execute()
+        out["missing"] = "no error"
+    except HttpError as e:
+        out["missing"] = [e.resp.status, e.error_details[0]["reason"]]
+    try:
+        build("drive", "v3", http=ToFixtureHttp("wrong"), static_discovery=True).files().list().execute()
+        out["bad_token"] = "no error"
+    except HttpError as e:
+        out["bad_token"] = e.resp.status
+    return out
+
+
 def main():
     base, token, drives = sys.argv[1], sys.argv[2], sys.argv[3:]
-    checks = {"dropbox": check_dropbox}
+    checks = {
+        "dropbox": check_dropbox,
+        "onedrive": check_onedrive,
+        "box": check_box,
+        "google": check_google,
+    }
     print(json.dumps({d: checks[d](base, token) for d in drives}))
 
 

@@ -9,53 +9,17 @@ use std::sync::Arc;
 use maljan_server::{Registry, ToolContext, ToolError, ToolMeta};
 use reqwest::Method;
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{
-    Api, Configured, DriveProfile, Drives, LocalFile, Opener, Service, TRANSFER_TIMEOUT_S,
-    files_under, header_json, read_json, save,
+    Api, DeletePath, DownloadFile, Drives, LocalFile, MAX_LISTED, Opener, Pieces, Service,
+    TRANSFER_TIMEOUT_S, Transferred, UploadFile, files_under, header_json, read_json, save, str_of,
 };
-use crate::storage::{default_profile, profiles::Secret};
+use crate::storage::default_profile;
 
 const SINGLE_UPLOAD: u64 = 8 << 20;
 const SESSION_CHUNK: usize = 8 << 20;
-const MAX_LISTED: usize = 100_000;
-
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct UploadFile {
-    /// The local file to upload.
-    file_path: String,
-    /// Where it goes in the Dropbox, e.g. `/reports/a.pdf` (replaced when it exists).
-    remote_path: String,
-    /// The drive profile (a `[dropbox.NAME]` table of the server's storage config).
-    #[serde(default = "default_profile")]
-    #[schemars(default = "default_profile")]
-    profile: String,
-}
-
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct DownloadFile {
-    /// The file in the Dropbox (a path, or an `id:…`).
-    remote_path: String,
-    /// The local file written (through `<target_path>.part`, renamed when complete).
-    target_path: String,
-    #[serde(default = "default_profile")]
-    #[schemars(default = "default_profile")]
-    profile: String,
-}
-
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct DeletePath {
-    /// The file or folder deleted (a folder with everything in it).
-    remote_path: String,
-    #[serde(default = "default_profile")]
-    #[schemars(default = "default_profile")]
-    profile: String,
-}
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -98,21 +62,6 @@ struct LaterInit {
     #[serde(default = "default_profile")]
     #[schemars(default = "default_profile")]
     profile: String,
-}
-
-#[derive(Serialize, JsonSchema)]
-struct Transferred {
-    /// The file in the Dropbox, as Dropbox spells it.
-    remote_path: String,
-    /// Dropbox's id of the file.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    id: Option<String>,
-    /// The local file.
-    path: String,
-    bytes: u64,
-    /// Dropbox's content hash (SHA-256 over 4 MiB blocks), when it said it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    content_hash: Option<String>,
 }
 
 /// A Dropbox path as the API wants it: `/…`, an `id:`/`rev:`/`ns:` reference, or (for a
@@ -164,14 +113,8 @@ async fn upload(
     remote_path: &str,
 ) -> Result<Transferred, ToolError> {
     let path = remote(remote_path, false)?;
-    let mut file = LocalFile::open(c, file_path).await?;
+    let mut file = LocalFile::open(c, file_path, api.max_bytes()).await?;
     let size = file.size;
-    if size > api.max_bytes() {
-        return Err(ToolError::bad_argument(format!(
-            "{file_path} is {size} bytes, more than the server's max_object_bytes {}",
-            api.max_bytes()
-        )));
-    }
     let commit = json!({"path": path, "mode": "overwrite", "autorename": false, "mute": true});
     let meta = if size <= SINGLE_UPLOAD {
         let req = content(api, "files/upload", &commit)?
@@ -181,72 +124,41 @@ async fn upload(
         read_json(Service::Dropbox, api.send(req).await?).await?
     } else {
         // An upload session: start with the first piece, append the middle, finish with the last.
-        let first = file.take(SESSION_CHUNK).await?;
-        let mut offset = first.len() as u64;
-        let started = read_json(
-            Service::Dropbox,
-            api.send(
-                content(api, "files/upload_session/start", &json!({"close": false}))?
-                    .header("content-type", "application/octet-stream")
-                    .body(first),
-            )
-            .await?,
-        )
-        .await?;
-        let session = started
-            .get("session_id")
-            .and_then(Value::as_str)
-            .ok_or_else(|| ToolError::tool_failed("Dropbox started no upload session"))?
-            .to_string();
-        ctx.progress(offset as f64, Some(size as f64), None);
-        loop {
-            if ctx.is_cancelled() {
-                return Err(crate::paths::cancelled());
-            }
-            let piece = file.take(SESSION_CHUNK).await?;
-            let cursor = json!({"session_id": session, "offset": offset});
-            let last = offset + piece.len() as u64 >= size;
-            if last {
-                let req = content(
-                    api,
+        let mut session = String::new();
+        let mut pieces = Pieces::new(&mut file, ctx, SESSION_CHUNK);
+        let mut reply = Value::Null;
+        while let Some(p) = pieces.next().await? {
+            let cursor = json!({"session_id": session, "offset": p.offset});
+            let (route, arg) = match (p.offset, p.last) {
+                (0, _) => ("files/upload_session/start", json!({"close": false})),
+                (_, true) => (
                     "files/upload_session/finish",
-                    &json!({"cursor": cursor, "commit": commit}),
-                )?
+                    json!({"cursor": cursor, "commit": commit}),
+                ),
+                _ => (
+                    "files/upload_session/append_v2",
+                    json!({"cursor": cursor, "close": false}),
+                ),
+            };
+            let req = content(api, route, &arg)?
                 .header("content-type", "application/octet-stream")
-                .body(piece);
-                break read_json(Service::Dropbox, api.send(req).await?).await?;
+                .body(p.bytes);
+            reply = read_json(Service::Dropbox, api.send(req).await?).await?;
+            if p.offset == 0 {
+                session = str_of(&reply, "session_id")
+                    .ok_or_else(|| ToolError::tool_failed("Dropbox started no upload session"))?;
             }
-            let n = piece.len() as u64;
-            let req = content(
-                api,
-                "files/upload_session/append_v2",
-                &json!({"cursor": cursor, "close": false}),
-            )?
-            .header("content-type", "application/octet-stream")
-            .body(piece);
-            api.send(req).await?;
-            offset += n;
-            ctx.progress(offset as f64, Some(size as f64), None);
         }
+        reply
     };
-    let got = meta.get("size").and_then(Value::as_u64);
-    if got != Some(size) {
-        return Err(ToolError::tool_failed(format!(
-            "Dropbox stored {} bytes of {size}",
-            got.map_or("an unknown number of".into(), |g| g.to_string())
-        )));
-    }
+    Service::Dropbox.stored(&meta, size)?;
     Ok(Transferred {
-        remote_path: str_of(&meta, "path_display").unwrap_or(path),
+        remote: str_of(&meta, "path_display").unwrap_or(path),
         id: str_of(&meta, "id"),
         path: file_path.to_string(),
         bytes: size,
         content_hash: str_of(&meta, "content_hash"),
     })
-}
-
-fn str_of(v: &Value, k: &str) -> Option<String> {
-    v.get(k).and_then(Value::as_str).map(str::to_string)
 }
 
 async fn download(
@@ -262,7 +174,7 @@ async fn download(
     let (source, meta) = api.download(open, None).await?;
     let bytes = save(c, ctx, source, &a.target_path).await?;
     Ok(Transferred {
-        remote_path: str_of(&meta, "path_display").unwrap_or(path),
+        remote: str_of(&meta, "path_display").unwrap_or(path),
         id: str_of(&meta, "id"),
         path: a.target_path,
         bytes,
@@ -272,43 +184,30 @@ async fn download(
 
 async fn list(api: &Api, a: &ListFolder) -> Result<Vec<String>, ToolError> {
     let path = remote(&a.remote_path, true)?;
-    let mut page = api
-        .json(rpc(
-            api,
-            "files/list_folder",
-            &json!({"path": path, "recursive": a.recursive}),
-        )?)
+    let first = rpc(
+        api,
+        "files/list_folder",
+        &json!({"path": path, "recursive": a.recursive}),
+    )?;
+    let entries = api
+        .pages(first, "entries", |page| {
+            match (
+                page.get("has_more").and_then(Value::as_bool),
+                page.get("cursor").and_then(Value::as_str),
+            ) {
+                (Some(true), Some(cursor)) => Ok(Some(rpc(
+                    api,
+                    "files/list_folder/continue",
+                    &json!({"cursor": cursor}),
+                )?)),
+                _ => Ok(None),
+            }
+        })
         .await?;
-    let mut out = Vec::new();
-    loop {
-        for e in page
-            .get("entries")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            if let Some(p) = e.get("path_display").and_then(Value::as_str) {
-                out.push(p.to_string());
-            }
-        }
-        if out.len() > MAX_LISTED {
-            return Err(ToolError::tool_failed(format!(
-                "the folder holds more than {MAX_LISTED} entries; list a folder inside it"
-            )));
-        }
-        let more = page.get("has_more").and_then(Value::as_bool) == Some(true);
-        let cursor = page.get("cursor").and_then(Value::as_str);
-        match (more, cursor) {
-            (true, Some(cursor)) => {
-                let body = json!({"cursor": cursor});
-                page = api
-                    .json(rpc(api, "files/list_folder/continue", &body)?)
-                    .await?;
-            }
-            _ => break,
-        }
-    }
-    Ok(out)
+    Ok(entries
+        .iter()
+        .filter_map(|e| str_of(e, "path_display"))
+        .collect())
 }
 
 pub(super) fn register(reg: &mut Registry, drives: &Arc<Drives>) {
@@ -404,7 +303,7 @@ pub(super) fn register(reg: &mut Registry, drives: &Arc<Drives>) {
                 let mut out = Vec::new();
                 for (local, rel) in files_under(&d.cfg, &ctx, &a.dir_path).await? {
                     let up = upload(&api, &ctx, &d.cfg, &local, &format!("{prefix}/{rel}")).await?;
-                    out.push(up.remote_path);
+                    out.push(up.remote);
                 }
                 Ok::<_, ToolError>(out)
             }
@@ -423,19 +322,12 @@ pub(super) fn register(reg: &mut Registry, drives: &Arc<Drives>) {
         move |_ctx: ToolContext, a: LaterInit| {
             let d = d.clone();
             async move {
-                if a.oauth2_access_token.trim().is_empty() {
-                    return Err(ToolError::bad_argument("oauth2_access_token is empty"));
-                }
-                let mut p: DriveProfile = d
-                    .file_profile(Service::Dropbox, &a.profile)
-                    .unwrap_or_default();
-                p.access_token = Some(Secret::new(a.oauth2_access_token));
-                d.set_session(Service::Dropbox, &a.profile, p);
-                Ok(Configured {
-                    backend: "dropbox",
-                    profile: a.profile,
-                    set: vec!["oauth2_access_token"],
-                })
+                d.install_token(
+                    Service::Dropbox,
+                    &a.profile,
+                    a.oauth2_access_token,
+                    "oauth2_access_token",
+                )
             }
         },
     );

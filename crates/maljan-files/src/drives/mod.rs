@@ -4,7 +4,7 @@
 //!
 //! What they share lives here: the profiles (`[dropbox.NAME]`… in the storage config, chosen by
 //! an optional `profile` argument; `*_later_init` replaces one for this server's lifetime, in
-//! memory only), one [`Api`] per call over the SSRF-guarded reqwest client of
+//! memory only), one `Api` per call (in `api.rs`) over the SSRF-guarded reqwest client of
 //! `storage::guard` (no proxy, no redirect followed blindly, private addresses only when the
 //! operator's table allows them), the mapping of HTTP failures to maljan's error codes, and the
 //! local side of a transfer through `storage::transfer` (every path confined to the roots, a
@@ -13,32 +13,45 @@
 //!
 //! A token is sent only as an `Authorization` header to the profile's own hosts, never logged,
 //! never echoed in an answer or an error.
+//!
+//! One file per drive: `dropbox.rs`, `onedrive.rs` (+ `onedrive_login.rs`, the device-code
+//! grant), `boxdrive.rs`, `google.rs` (+ `google_ops.rs`: searches, shares, folder download).
+//! What they share beyond this file is in `api.rs`: requests with the bearer token, retries,
+//! paged listings (`Api::pages`), uploads in pieces (`Pieces`, `Api::put_pieces`) and
+//! resumable downloads (`Api::download`).
 
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},
-    time::Duration,
 };
 
 use bytes::Bytes;
-use futures::{StreamExt, TryStreamExt, stream::BoxStream};
+use futures::{StreamExt, TryStreamExt};
 use maljan_server::{Registry, ToolContext, ToolError};
-use reqwest::{Method, RequestBuilder, Response, StatusCode};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::{
     Config,
     storage::{
-        guard::{GuardedConnector, check_endpoint},
-        profiles::{Network, Secret},
+        default_profile,
+        profiles::Secret,
         transfer::{self, Source},
         uri::Location,
     },
 };
 
+mod api;
+mod boxdrive;
 mod dropbox;
+mod google;
+mod google_ops;
+mod onedrive;
+mod onedrive_login;
 mod profiles;
 
+pub(crate) use api::{Api, MAX_LISTED, Opener, Pieces, content_range, read_json, str_of};
 pub use profiles::{DriveProfile, DriveProfiles};
 
 /// Uploads and downloads may take this long (the drive's own limits come first).
@@ -54,6 +67,11 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
         session: Mutex::default(),
     });
     dropbox::register(reg, &drives);
+    onedrive::register(reg, &drives);
+    onedrive_login::register(reg, &drives);
+    boxdrive::register(reg, &drives);
+    google::register(reg, &drives);
+    google_ops::register(reg, &drives);
 }
 
 /// One of the SaaS drives.
@@ -80,6 +98,18 @@ impl Service {
             Self::OneDrive => "onedrive",
             Self::Box => "box",
             Self::Google => "drive",
+        }
+    }
+
+    /// Refuses an upload the drive answered with another size than the file's.
+    pub(crate) fn stored(self, answer: &Value, size: u64) -> Result<(), ToolError> {
+        match size_of(answer) {
+            Some(got) if got == size => Ok(()),
+            got => Err(ToolError::tool_failed(format!(
+                "{} stored {} bytes of {size}",
+                self.label(),
+                got.map_or("an unknown number of".into(), |g| g.to_string())
+            ))),
         }
     }
 
@@ -139,6 +169,28 @@ impl Drives {
         self.cfg.storage.config.drives.of(drive).get(name).cloned()
     }
 
+    /// `*_later_init`: the named profile's token for this server's lifetime (the operator's hosts
+    /// and private-endpoint permission stay); the answer names what was set, never a value.
+    pub(crate) fn install_token(
+        &self,
+        drive: Service,
+        name: &str,
+        token: String,
+        argument: &'static str,
+    ) -> Result<Configured, ToolError> {
+        if token.trim().is_empty() {
+            return Err(ToolError::bad_argument(format!("{argument} is empty")));
+        }
+        let mut p = self.file_profile(drive, name).unwrap_or_default();
+        p.access_token = Some(Secret::new(token));
+        self.set_session(drive, name, p);
+        Ok(Configured {
+            backend: drive.table(),
+            profile: name.to_string(),
+            set: vec![argument],
+        })
+    }
+
     pub(crate) fn set_session(&self, drive: Service, name: &str, profile: DriveProfile) {
         self.session
             .lock()
@@ -147,7 +199,6 @@ impl Drives {
     }
 
     /// Forgets what this session set (the operator's table stays).
-    #[allow(dead_code)] // FA_onedrive_close, next.
     pub(crate) fn clear_session(&self, drive: Service, name: &str) -> bool {
         self.session
             .lock()
@@ -176,340 +227,11 @@ impl Drives {
     }
 
     /// A client without a token (a login), under the named profile's hosts and network.
-    #[allow(dead_code)] // FA_onedrive_device_code_login, next.
     pub(crate) fn anonymous_api(&self, drive: Service, name: &str) -> Result<Api, ToolError> {
         let mut p = self.profile(drive, name).unwrap_or_default();
         p.access_token = None;
         Api::new(drive, name, p, self.cfg.storage.config.max_object_bytes)
     }
-}
-
-/// One drive profile's HTTP side.
-#[derive(Clone)]
-#[allow(dead_code)] // auth_url and settings: the OneDrive login, next.
-pub(crate) struct Api {
-    drive: Service,
-    profile: String,
-    http: reqwest::Client,
-    token: Option<Secret>,
-    pub(crate) api_url: String,
-    pub(crate) upload_url: String,
-    pub(crate) auth_url: String,
-    pub(crate) settings: DriveProfile,
-    net: Network,
-    /// The storage config's max_object_bytes.
-    max_bytes: u64,
-}
-
-impl Api {
-    fn new(
-        drive: Service,
-        profile: &str,
-        p: DriveProfile,
-        max_bytes: u64,
-    ) -> Result<Self, ToolError> {
-        let [api, upload, auth] = drive.hosts();
-        let api_url = p.api_url.clone().unwrap_or_else(|| api.into());
-        let upload_url = p.upload_url.clone().unwrap_or_else(|| upload.into());
-        let auth_url = p.auth_url.clone().unwrap_or_else(|| auth.into());
-        for url in [&api_url, &upload_url, &auth_url] {
-            check_endpoint(url, &p.network)?;
-        }
-        let http = GuardedConnector::new(&p.network)
-            .reqwest_client()
-            .map_err(|e| ToolError::tool_failed(format!("HTTP client: {}", e.without_url())))?;
-        Ok(Self {
-            drive,
-            profile: profile.into(),
-            http,
-            token: p.access_token.clone(),
-            api_url,
-            upload_url,
-            auth_url,
-            net: p.network.clone(),
-            settings: p,
-            max_bytes,
-        })
-    }
-
-    /// A request to one of the profile's URLs, with the token.
-    pub(crate) fn request(&self, method: Method, url: &str) -> Result<RequestBuilder, ToolError> {
-        check_endpoint(url, &self.net)?;
-        let req = self.http.request(method, url);
-        Ok(match &self.token {
-            Some(t) => req.bearer_auth(t.expose()),
-            None => req,
-        })
-    }
-
-    /// A request to a URL a drive handed out (an upload session, a pre-authenticated download
-    /// link): checked like every endpoint, and sent without the token.
-    pub(crate) fn bare(&self, method: Method, url: &str) -> Result<RequestBuilder, ToolError> {
-        check_endpoint(url, &self.net).map_err(|e| {
-            ToolError::tool_failed(format!(
-                "{} handed out a link this server may not follow: {}",
-                self.drive.label(),
-                e.message
-            ))
-        })?;
-        Ok(self.http.request(method, url))
-    }
-
-    /// Sends a request (retried after a 429 or a 5xx when its body can be replayed — not a
-    /// streamed upload — honouring Retry-After up to a minute); a failure status becomes the
-    /// matching error. Redirects come back as they are, for the caller to check.
-    pub(crate) async fn send(&self, mut req: RequestBuilder) -> Result<Response, ToolError> {
-        let mut tries = 0;
-        loop {
-            let replay = req.try_clone();
-            let resp = req.send().await.map_err(|e| self.transport(e))?;
-            let status = resp.status();
-            if (status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error())
-                && tries < self.net.max_retries
-                && let Some(next) = replay
-            {
-                tries += 1;
-                let wait = retry_after(&resp).unwrap_or(Duration::from_millis(250 << tries));
-                tokio::time::sleep(wait.min(Duration::from_secs(60))).await;
-                req = next;
-                continue;
-            }
-            if status.is_success() || status.is_redirection() {
-                return Ok(resp);
-            }
-            return Err(self.status_error(resp).await);
-        }
-    }
-
-    /// Sends and reads a JSON answer.
-    pub(crate) async fn json(&self, req: RequestBuilder) -> Result<Value, ToolError> {
-        let resp = self.send(req).await?;
-        read_json(self.drive, resp).await
-    }
-
-    fn transport(&self, e: reqwest::Error) -> ToolError {
-        // Without the URL: a pre-authenticated link carries its credential in the query.
-        let e = e.without_url();
-        if e.is_timeout() {
-            ToolError::timeout(format!("{} did not answer in time", self.drive.label()))
-        } else {
-            let mut msg = e.to_string();
-            let mut source = std::error::Error::source(&e);
-            while let Some(s) = source {
-                msg = format!("{msg}: {s}");
-                source = s.source();
-            }
-            ToolError::tool_failed(format!(
-                "{} could not be reached: {msg}",
-                self.drive.label()
-            ))
-        }
-    }
-
-    async fn status_error(&self, resp: Response) -> ToolError {
-        let status = resp.status();
-        let text = resp.text().await.unwrap_or_default();
-        let why = error_text(&text);
-        let label = self.drive.label();
-        match status.as_u16() {
-            401 => ToolError::not_configured(format!(
-                "{label} refused the access token of profile {} (401): {why}",
-                self.profile
-            ))
-            .with_remediation(format!(
-                "give a valid token in [{}.{}] or through FA_{}_later_init",
-                self.drive.table(),
-                self.profile,
-                self.drive.table()
-            )),
-            404 => ToolError::no_such_file(format!("{label}: not found: {why}")),
-            // Dropbox says "not found" with a 409 and a path/not_found summary.
-            409 if why.contains("not_found") => {
-                ToolError::no_such_file(format!("{label}: not found: {why}"))
-            }
-            s => ToolError::tool_failed(format!("{label} answered {s}: {why}")),
-        }
-    }
-
-    /// Streams a file's bytes from `open(offset)` (a request the drive answers with the content,
-    /// possibly by redirecting to a link), resuming with a Range request when the connection
-    /// is cut. `size` is the file's size when the drive said so before.
-    pub(crate) async fn download(
-        &self,
-        open: Opener,
-        size: Option<u64>,
-    ) -> Result<(Source, Value), ToolError> {
-        let resp = self.open_at(&open, 0).await?;
-        let meta = resp
-            .headers()
-            .get("dropbox-api-result")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| serde_json::from_str::<Value>(v).ok())
-            .unwrap_or(Value::Null);
-        let size = size
-            .or_else(|| meta.get("size").and_then(Value::as_u64))
-            .or_else(|| resp.content_length())
-            .ok_or_else(|| {
-                ToolError::tool_failed(format!(
-                    "{} did not say the file's size",
-                    self.drive.label()
-                ))
-            })?;
-        let max = self.max_bytes();
-        if size > max {
-            return Err(ToolError::bad_argument(format!(
-                "the file is {size} bytes, more than the server's max_object_bytes {max}"
-            )));
-        }
-        let state = Resume {
-            api: self.clone(),
-            open,
-            body: resp.bytes_stream().boxed(),
-            offset: 0,
-            size,
-            resumes: RESUMES,
-        };
-        let chunks = futures::stream::try_unfold(state, |mut s| async move {
-            loop {
-                if s.offset >= s.size {
-                    return Ok(None);
-                }
-                match s.body.next().await {
-                    Some(Ok(chunk)) => {
-                        s.offset += chunk.len() as u64;
-                        return Ok(Some((chunk, s)));
-                    }
-                    Some(Err(_)) | None => {
-                        if s.resumes == 0 {
-                            return Err(ToolError::tool_failed(format!(
-                                "the download was cut at {} of {} bytes, {RESUMES} resumes failed; \
-                                 no partial file is left",
-                                s.offset, s.size
-                            )));
-                        }
-                        s.resumes -= 1;
-                        let resp = s.api.open_at(&s.open, s.offset).await?;
-                        s.body = resp.bytes_stream().boxed();
-                    }
-                }
-            }
-        })
-        .boxed();
-        Ok((Source { chunks, size }, meta))
-    }
-
-    /// Sends `open` from `offset` on, following one redirect to a link (checked, without the
-    /// token); a resumed request must be answered with the bytes from `offset`.
-    async fn open_at(&self, open: &Opener, offset: u64) -> Result<Response, ToolError> {
-        let ranged = |req: RequestBuilder| {
-            if offset > 0 {
-                req.header("range", format!("bytes={offset}-"))
-            } else {
-                req
-            }
-        };
-        let mut resp = self.send(ranged(open()?)).await?;
-        if resp.status().is_redirection() {
-            let to = resp
-                .headers()
-                .get("location")
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string)
-                .ok_or_else(|| {
-                    ToolError::tool_failed(format!(
-                        "{} redirected without a location",
-                        self.drive.label()
-                    ))
-                })?;
-            let to = resp.url().join(&to).map_err(|e| {
-                ToolError::tool_failed(format!(
-                    "{} redirected to a bad link: {e}",
-                    self.drive.label()
-                ))
-            })?;
-            resp = self
-                .send(ranged(self.bare(Method::GET, to.as_str())?))
-                .await?;
-            if resp.status().is_redirection() {
-                return Err(ToolError::tool_failed(format!(
-                    "{} redirected twice; not followed",
-                    self.drive.label()
-                )));
-            }
-        }
-        if offset > 0 && resp.status() != StatusCode::PARTIAL_CONTENT {
-            return Err(ToolError::tool_failed(format!(
-                "{} could not resume the download at byte {offset} (answered {})",
-                self.drive.label(),
-                resp.status().as_u16()
-            )));
-        }
-        Ok(resp)
-    }
-
-    pub(crate) fn max_bytes(&self) -> u64 {
-        self.max_bytes
-    }
-}
-
-/// Makes the request that answers with a file's content (called again to resume).
-pub(crate) type Opener = Arc<dyn Fn() -> Result<RequestBuilder, ToolError> + Send + Sync>;
-
-struct Resume {
-    api: Api,
-    open: Opener,
-    body: BoxStream<'static, reqwest::Result<Bytes>>,
-    offset: u64,
-    size: u64,
-    resumes: usize,
-}
-
-fn retry_after(resp: &Response) -> Option<Duration> {
-    resp.headers()
-        .get("retry-after")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(Duration::from_secs_f64)
-}
-
-/// The drive's own words for a failure (its JSON error, else the start of its answer).
-fn error_text(body: &str) -> String {
-    let v: Option<Value> = serde_json::from_str(body).ok();
-    let picked = v.as_ref().and_then(|v| {
-        v.get("error_summary")
-            .or_else(|| v.pointer("/error/message"))
-            .or_else(|| v.get("error_description"))
-            .or_else(|| v.get("message"))
-            .or_else(|| v.get("error"))
-            .map(|m| m.as_str().map_or_else(|| m.to_string(), str::to_string))
-    });
-    let text = picked.unwrap_or_else(|| body.to_string());
-    let text: String = text.chars().take(300).collect();
-    if text.is_empty() {
-        "no message".into()
-    } else {
-        text
-    }
-}
-
-pub(crate) async fn read_json(drive: Service, resp: Response) -> Result<Value, ToolError> {
-    let bytes = resp.bytes().await.map_err(|e| {
-        ToolError::tool_failed(format!(
-            "{} answer cut short: {}",
-            drive.label(),
-            e.without_url()
-        ))
-    })?;
-    if bytes.is_empty() {
-        return Ok(Value::Null);
-    }
-    serde_json::from_slice(&bytes).map_err(|e| {
-        ToolError::tool_failed(format!(
-            "{} answered something that is not JSON: {e}",
-            drive.label()
-        ))
-    })
 }
 
 /// A confined local file, opened for an upload: its size and its bytes as a request body that
@@ -520,7 +242,8 @@ pub(crate) struct LocalFile {
 }
 
 impl LocalFile {
-    pub(crate) async fn open(c: &Config, path: &str) -> Result<Self, ToolError> {
+    /// Opens a confined local file of at most `max` bytes (the storage config's max_object_bytes).
+    pub(crate) async fn open(c: &Config, path: &str, max: u64) -> Result<Self, ToolError> {
         let Source { chunks, size } = transfer::open(
             c,
             &Location::Local {
@@ -528,12 +251,32 @@ impl LocalFile {
             },
         )
         .await?;
+        if size > max {
+            return Err(ToolError::bad_argument(format!(
+                "{path} is {size} bytes, more than the server's max_object_bytes {max}"
+            )));
+        }
         Ok(Self { size, chunks })
     }
 
     /// The whole stream as a body, with progress over `done..done + size` of `total`.
     pub(crate) fn body(self, ctx: &ToolContext, done: u64, total: u64) -> reqwest::Body {
         body_of(self.chunks, ctx, done, total)
+    }
+
+    /// The stream between `head` and `tail` (a multipart form around the file), with progress.
+    pub(crate) fn framed_body(
+        self,
+        ctx: &ToolContext,
+        head: Vec<u8>,
+        tail: Vec<u8>,
+    ) -> reqwest::Body {
+        let total = self.size + (head.len() + tail.len()) as u64;
+        let framed = futures::stream::once(async move { Ok(Bytes::from(head)) })
+            .chain(self.chunks)
+            .chain(futures::stream::once(async move { Ok(Bytes::from(tail)) }))
+            .boxed();
+        body_of(framed, ctx, 0, total)
     }
 
     /// The next `n` bytes (or fewer at the end), gathered for one chunk of an upload session.
@@ -632,6 +375,110 @@ pub(crate) async fn files_under(
     Ok(out)
 }
 
+/// A file's place in a drive and on this host: the shared arguments of `*_upload_file`
+/// (Dropbox, OneDrive).
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct UploadFile {
+    /// The local file to upload.
+    pub(crate) file_path: String,
+    /// Where it goes in the drive, e.g. `/reports/a.pdf` (replaced when it exists).
+    pub(crate) remote_path: String,
+    /// The drive profile (a `[DRIVE.NAME]` table of the server's storage config).
+    #[serde(default = "default_profile")]
+    #[schemars(default = "default_profile")]
+    pub(crate) profile: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DownloadFile {
+    /// The file in the drive (a path; Dropbox also takes an `id:…`).
+    pub(crate) remote_path: String,
+    /// The local file written (through `<target_path>.part`, renamed when complete).
+    pub(crate) target_path: String,
+    #[serde(default = "default_profile")]
+    #[schemars(default = "default_profile")]
+    pub(crate) profile: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DeletePath {
+    /// The file or folder deleted (a folder with everything in it).
+    pub(crate) remote_path: String,
+    #[serde(default = "default_profile")]
+    #[schemars(default = "default_profile")]
+    pub(crate) profile: String,
+}
+
+/// Only the profile (`*_close`, the Google searches).
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ProfileOnly {
+    #[serde(default = "default_profile")]
+    #[schemars(default = "default_profile")]
+    pub(crate) profile: String,
+}
+
+/// One file moved between this host and a drive.
+#[derive(Serialize, JsonSchema)]
+pub(crate) struct Transferred {
+    /// The file in the drive: its path as the drive spells it (Dropbox, OneDrive) or its name
+    /// (Box, Google Drive).
+    #[serde(rename = "remote_path")]
+    pub(crate) remote: String,
+    /// The drive's id of the file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) id: Option<String>,
+    /// The local file.
+    pub(crate) path: String,
+    pub(crate) bytes: u64,
+    /// The drive's own checksum when it said it: Dropbox's content hash (SHA-256 over 4 MiB
+    /// blocks), OneDrive's quickXorHash, Box's SHA-1, Google Drive's MD5.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) content_hash: Option<String>,
+}
+
+/// A drive's size field (a number, or a string as in Google Drive's int64s).
+pub(crate) fn size_of(v: &Value) -> Option<u64> {
+    match v.get("size")? {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+/// Refuses an id that is not a plain token (ids go into URL paths).
+pub(crate) fn plain_id(what: &str, id: &str) -> Result<String, ToolError> {
+    let id = id.trim();
+    if id.is_empty()
+        || !id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        || id == "."
+        || id == ".."
+    {
+        return Err(ToolError::bad_argument(format!(
+            "{what} must be a drive id (letters, digits, - _ .)"
+        )));
+    }
+    Ok(id.to_string())
+}
+
+/// A path segment percent-encoded for a URL (everything but unreserved characters).
+pub(crate) fn encode_segment(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 #[derive(serde::Serialize, schemars::JsonSchema)]
 pub(crate) struct Configured {
     pub(crate) backend: &'static str,
@@ -656,16 +503,13 @@ mod tests {
     }
 
     #[test]
-    fn error_text_prefers_the_drives_words_and_is_bounded() {
-        assert_eq!(
-            error_text(r#"{"error_summary": "path/not_found/..", "error": {}}"#),
-            "path/not_found/.."
-        );
-        assert_eq!(
-            error_text(r#"{"error": {"code": "itemNotFound", "message": "gone"}}"#),
-            "gone"
-        );
-        assert_eq!(error_text(&"x".repeat(1000)).len(), 300);
-        assert_eq!(error_text(""), "no message");
+    fn ids_and_segments_stay_inside_their_url_part() {
+        assert_eq!(plain_id("file_id", " 12345 ").unwrap(), "12345");
+        for bad in ["", "..", "a/b", "1?x=2", "a b"] {
+            assert!(plain_id("file_id", bad).is_err(), "{bad}");
+        }
+        assert_eq!(encode_segment("a b/c?#%:é"), "a%20b%2Fc%3F%23%25%3A%C3%A9");
+        assert_eq!(size_of(&serde_json::json!({"size": "42"})), Some(42));
+        assert_eq!(size_of(&serde_json::json!({"size": 7})), Some(7));
     }
 }

@@ -17,7 +17,7 @@ use axum::{
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::{Fixture, Req, content_response, json_response};
+use super::{Fixture, Req, content_response, json_response, percent_decode};
 
 /// Entries per list_folder page (small, so paging is exercised).
 const PAGE: usize = 3;
@@ -110,25 +110,6 @@ fn arg(req: &Req) -> Option<Value> {
         .split('&')
         .find_map(|kv| kv.strip_prefix("arg="))
         .and_then(|v| serde_json::from_str(&percent_decode(v)).ok())
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%'
-            && i + 2 < b.len()
-            && let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16)
-        {
-            out.push(v);
-            i += 3;
-        } else {
-            out.push(if b[i] == b'+' { b' ' } else { b[i] });
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 pub(super) fn handle(fx: &Fixture, host: &str, req: &Req) -> Response {

@@ -1,5 +1,8 @@
 //! The SaaS drive fixture behind `fixture-drives`: one in-memory server that answers the
-//! documented endpoints of Dropbox (API v2), each drive at a path named after its real host, so a
+//! documented endpoints of Dropbox (API v2), OneDrive (Microsoft Graph v1.0 drive items, upload
+//! sessions, the identity platform's device-code login), Box (API 2.0 files, folders, uploads
+//! and chunked upload sessions) and Google Drive (API v3 files list/get/media, resumable
+//! uploads, permissions, the token refresh), each drive at a path named after its real host, so a
 //! client reaches `https://api.dropboxapi.com/2/files/list_folder` here as
 //! `http://127.0.0.1:PORT/api.dropboxapi.com/2/files/list_folder`.
 //!
@@ -8,13 +11,20 @@
 //! Every request must carry `Authorization: Bearer TOKEN` (the token it was started with).
 //!
 //! Test controls (not part of any drive's API): `POST /_fixture/faults`
-//! `{"cut_download_after": BYTES, "times": N}` cuts the next N downloads after BYTES bytes (the
-//! connection drops mid-body); `GET /_fixture/log` answers the requests so far, as
+//! `{"cut_download_after": BYTES, "times": N, "device_login": "declined"}` cuts the next N downloads after BYTES bytes (the
+//! connection drops mid-body) and makes the next device-code logins declined; `GET /_fixture/log` answers the requests so far, as
 //! `[{"method", "path", "range"}]` (never a header's value or a body).
 
+mod boxapi;
 mod dropbox;
+mod google;
+mod onedrive;
+mod tree;
 
-use std::sync::{Arc, Mutex};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
 
 use axum::{
     Router,
@@ -35,6 +45,11 @@ pub struct Fixture {
 #[derive(Default)]
 struct Inner {
     dropbox: dropbox::Dropbox,
+    onedrive: onedrive::OneDrive,
+    r#box: boxapi::BoxDrive,
+    google: google::Google,
+    /// Device-code logins declined instead of approved.
+    decline_logins: bool,
     /// (bytes, times): cut the next `times` downloads after `bytes`.
     cut_download: Option<(u64, u32)>,
     log: Vec<Value>,
@@ -129,6 +144,29 @@ async fn handle(
             }
             dropbox::handle(&fx, &host, &req)
         }
+        "login.microsoftonline.com" => onedrive::login(&fx, &req),
+        "public.onedrive.fixture" => onedrive::public(&fx, &req),
+        "graph.microsoft.com" if authorized => onedrive::handle(&fx, &req),
+        "graph.microsoft.com" => json_response(
+            StatusCode::UNAUTHORIZED,
+            &json!({"error": {"code": "InvalidAuthenticationToken", "message": "Access token is empty or invalid."}}),
+        ),
+        "dl.boxcloud.com" => boxapi::public(&fx, &req),
+        "api.box.com" | "upload.box.com" if authorized => boxapi::handle(&fx, &host, &req),
+        "api.box.com" | "upload.box.com" => json_response(
+            StatusCode::UNAUTHORIZED,
+            &json!({"type": "error", "status": 401, "code": "unauthorized", "message": "Unauthorized"}),
+        ),
+        "oauth2.googleapis.com" => google::token(&fx, &req),
+        "www.googleapis.com" if authorized || req.query.contains("upload_id=") => {
+            google::handle(&fx, &req)
+        }
+        "www.googleapis.com" => json_response(
+            StatusCode::UNAUTHORIZED,
+            &json!({"error": {"code": 401, "message": "Request had invalid authentication credentials.",
+                    "errors": [{"reason": "authError", "domain": "global", "message": "Invalid Credentials"}],
+                    "status": "UNAUTHENTICATED"}}),
+        ),
         _ => json_response(
             StatusCode::NOT_FOUND,
             &json!({"error": format!("the fixture serves no host {host}")}),
@@ -150,11 +188,60 @@ fn control(fx: &Fixture, method: &Method, path: &str, body: &Bytes) -> Response 
                         v.get("times").and_then(Value::as_u64).unwrap_or(1) as u32,
                     )
                 });
+            s.decline_logins = v.get("device_login").and_then(Value::as_str) == Some("declined");
             json_response(StatusCode::OK, &json!({"ok": true}))
         }
         ("GET", "/log") => json_response(StatusCode::OK, &Value::Array(s.log.clone())),
         _ => json_response(StatusCode::NOT_FOUND, &json!({"error": "no such control"})),
     }
+}
+
+impl Req {
+    /// `http://HOST:PORT` as the client reached this server (links the drives hand out).
+    pub(crate) fn base(&self) -> String {
+        format!("http://{}", self.header("host").unwrap_or("127.0.0.1"))
+    }
+
+    /// A query parameter, decoded.
+    pub(crate) fn param(&self, key: &str) -> Option<String> {
+        form(&self.query).remove(key)
+    }
+
+    /// The body as a urlencoded form.
+    pub(crate) fn form(&self) -> HashMap<String, String> {
+        form(&String::from_utf8_lossy(&self.body))
+    }
+}
+
+pub(crate) fn form(s: &str) -> HashMap<String, String> {
+    s.split('&')
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect()
+}
+
+/// `%XX` and `+` decoded.
+pub(crate) fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%'
+            && i + 3 <= b.len()
+            && let Ok(hex) = std::str::from_utf8(&b[i + 1..i + 3])
+            && let Ok(v) = u8::from_str_radix(hex, 16)
+        {
+            out.push(v);
+            i += 3;
+        } else {
+            out.push(if b[i] == b'+' { b' ' } else { b[i] });
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 pub(crate) fn json_response(status: StatusCode, v: &Value) -> Response {
