@@ -54,6 +54,10 @@ async fn an_expired_token_is_refreshed_without_a_person() {
     assert!(third.ok, "after a restart: {:?}", third.error);
     let who: serde_json::Value = serde_json::from_str(&third.text()).unwrap();
     assert_eq!(who["client_id"], done.client_id.as_str());
-    assert_eq!(peer.grants("authorization_code").await, 1, "still no new sign-in");
+    assert_eq!(
+        peer.grants("authorization_code").await,
+        1,
+        "still no new sign-in"
+    );
     rt.shutdown().await;
 }

@@ -79,7 +79,8 @@ impl OAuthPeer {
     /// issued, the calls answered.
     pub async fn stats(&self) -> Value {
         let url = self.mcp.replace("/mcp", "/stats");
-        reqwest::get(url).await.unwrap().json().await.unwrap()
+        let client = maljan_client::transport::http_client();
+        client.get(url).send().await.unwrap().json().await.unwrap()
     }
 
     pub async fn grants(&self, kind: &str) -> u64 {
@@ -127,6 +128,8 @@ pub async fn login_as_a_person(url: &str, ctx: &oauth::OAuthContext) -> (oauth::
 /// shows (any login and password sign in to its development interactions; consent is a button).
 /// Returns the last page, the one maljan's loopback listener answered.
 pub async fn browse(start: &str) -> String {
+    // reqwest is built without a TLS provider; maljan-client installs one with its first client.
+    let _ = maljan_client::transport::http_client();
     let client = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .build()
