@@ -9,9 +9,7 @@
 //! - `sse`: the legacy HTTP+SSE transport (see `sse`).
 //! - `http`: streamable HTTP, falling back to legacy SSE on the same URL when the server refuses
 //!   the streamable POST (the spec's backwards-compatibility section).
-//!
-//! A server with `[servers.NAME.oauth]` gets its bearer token from OAuth 2.1 instead of a fixed
-//! `auth_token` (see [`oauth`]).
+//! - [`oauth`]: OAuth 2.1 tokens, for an entry with an `oauth` table, in place of `auth_token`.
 
 mod lines;
 pub mod oauth;
@@ -213,7 +211,7 @@ pub fn http_client() -> reqwest::Client {
         .unwrap_or_else(|_| reqwest::Client::new())
 }
 
-/// Before any reqwest client is built, ours or one rmcp builds itself (its OAuth client).
+/// Before any reqwest client is built, ours or rmcp's own (its OAuth client).
 fn install_tls_provider() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
@@ -347,20 +345,7 @@ async fn connect_streamable(
         .max_json_response_size(64 * 1024 * 1024)
         .max_sse_event_size(64 * 1024 * 1024);
     let service = if let Some(ctx) = &opts.oauth {
-        let client =
-            tokio::time::timeout(opts.timeout, oauth::authorized_client(url.as_str(), ctx))
-                .await
-                .map_err(|_| {
-                    Unanswered::Unreachable(format!(
-                        "no OAuth metadata within {}",
-                        human_secs(opts.timeout)
-                    ))
-                })?
-                .map_err(Unanswered::Unreachable)?;
-        let transport = StreamableHttpClientTransport::with_client(client, tc);
-        handshake(transport, opts.timeout)
-            .await
-            .map_err(|u| oauth_remedy(u, &ctx.server))?
+        oauth::handshake(url.as_str(), tc, ctx, opts.timeout).await?
     } else {
         if let Some(token) = opts.auth.as_ref().filter(|t| !t.is_empty()) {
             tc = tc.auth_header(token.expose().to_string());
@@ -371,27 +356,10 @@ async fn connect_streamable(
     Ok(finish(service, Via::StreamableHttp))
 }
 
-/// A server that still asks for authorization after the OAuth client did its part (no stored
-/// sign-in, a refresh token the server no longer takes) needs a person: say which command.
-fn oauth_remedy(u: Unanswered, server: &str) -> Unanswered {
-    match u {
-        Unanswered::Unreachable(why) if why.to_lowercase().contains("auth") => {
-            Unanswered::Unreachable(format!(
-                "{why} (sign in again: maljan servers login {server})"
-            ))
-        }
-        other => other,
-    }
-}
-
 async fn connect_sse(cfg: &ServerConfig, opts: &ConnectOptions) -> Result<Connection, Unanswered> {
     let url = parse_url(cfg)?;
     let auth = match &opts.oauth {
-        Some(ctx) => Some(
-            oauth::bearer_now(url.as_str(), ctx)
-                .await
-                .map_err(Unanswered::Unreachable)?,
-        ),
+        Some(ctx) => Some(oauth::bearer_now(url.as_str(), ctx).await?),
         None => opts.auth.clone().filter(|t| !t.is_empty()),
     };
     let transport = sse::SseTransport::connect(http_client(), url, auth, opts.timeout)

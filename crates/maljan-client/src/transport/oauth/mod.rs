@@ -21,10 +21,13 @@ use std::{
 };
 
 use rmcp::transport::auth::{
-    AuthClient, AuthError, AuthorizationManager, AuthorizationRequest, ClientCredentialsConfig,
-    CredentialStore, OAuthClientConfig, OAuthState, StoredCredentials,
+    AuthClient, AuthError, AuthorizationManager, ClientCredentialsConfig, CredentialStore,
+    OAuthClientConfig, StoredCredentials,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+mod login;
+
+pub use login::{LoginDone, login};
 
 use crate::{
     config::{OAuthConfig, OAuthGrant},
@@ -313,7 +316,13 @@ pub(crate) async fn authorized_client(
 }
 
 /// A current access token (for the legacy SSE transport, which takes a fixed one).
-pub(crate) async fn bearer_now(url: &str, ctx: &OAuthContext) -> Result<Secret, String> {
+pub(crate) async fn bearer_now(url: &str, ctx: &OAuthContext) -> Result<Secret, super::Unanswered> {
+    fresh_token(url, ctx)
+        .await
+        .map_err(super::Unanswered::Unreachable)
+}
+
+async fn fresh_token(url: &str, ctx: &OAuthContext) -> Result<Secret, String> {
     let client = authorized_client(url, ctx).await?;
     let token = client.get_access_token().await.map_err(|e| match e {
         AuthError::AuthorizationRequired => format!(
@@ -323,106 +332,6 @@ pub(crate) async fn bearer_now(url: &str, ctx: &OAuthContext) -> Result<Secret, 
         e => plain(e),
     })?;
     Ok(Secret::new(token))
-}
-
-/// What a finished login says (nothing secret).
-#[derive(Debug, Clone)]
-pub struct LoginDone {
-    pub grant: OAuthGrant,
-    pub client_id: String,
-    pub scopes: Vec<String>,
-    /// Where the sealed tokens are.
-    pub file: PathBuf,
-    /// Seconds the access token lives, when the server said.
-    pub expires_in: Option<u64>,
-    pub refreshable: bool,
-}
-
-/// Signs in to a server once: for the authorization-code grant, `show_url` gets the address to
-/// open in a browser, and the redirect is taken on 127.0.0.1 (one request, within `wait`); for
-/// client credentials a first token is minted. Either way the tokens are stored sealed.
-pub async fn login(
-    url: &str,
-    ctx: &OAuthContext,
-    wait: Duration,
-    show_url: impl FnOnce(&str),
-) -> Result<LoginDone, String> {
-    match ctx.config.grant {
-        OAuthGrant::ClientCredentials => {
-            // Start from nothing, so a bad secret shows now and not on the first call.
-            let _ = std::fs::remove_file(&ctx.file);
-            bearer_now(url, ctx).await?;
-        }
-        OAuthGrant::AuthorizationCode => browser_login(url, ctx, wait, show_url).await?,
-    }
-    let store = SealedStore {
-        file: ctx.file.clone(),
-        keys: ctx.keys.clone(),
-        mint: None,
-    };
-    let held = store
-        .read()
-        .map_err(plain)?
-        .ok_or("the authorization server gave no token")?;
-    let token = held
-        .token_response
-        .as_ref()
-        .and_then(|t| serde_json::to_value(t).ok())
-        .unwrap_or_default();
-    Ok(LoginDone {
-        grant: ctx.config.grant,
-        client_id: held.client_id,
-        scopes: held.granted_scopes,
-        file: ctx.file.clone(),
-        expires_in: token.get("expires_in").and_then(|v| v.as_u64()),
-        refreshable: token.get("refresh_token").is_some_and(|v| v.is_string()),
-    })
-}
-
-async fn browser_login(
-    url: &str,
-    ctx: &OAuthContext,
-    wait: Duration,
-    show_url: impl FnOnce(&str),
-) -> Result<(), String> {
-    let listener = tokio::net::TcpListener::bind(("127.0.0.1", ctx.config.redirect_port))
-        .await
-        .map_err(|e| {
-            format!(
-                "cannot listen on 127.0.0.1:{} for the redirect: {e}",
-                ctx.config.redirect_port
-            )
-        })?;
-    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-    let redirect = format!("http://127.0.0.1:{port}/callback");
-
-    super::install_tls_provider();
-    let mut manager = AuthorizationManager::new(url).await.map_err(plain)?;
-    manager.set_credential_store(SealedStore {
-        file: ctx.file.clone(),
-        keys: ctx.keys.clone(),
-        mint: None,
-    });
-    let mut request = AuthorizationRequest::new(&redirect).with_client_name("maljan");
-    if let Some(challenge) = challenge_of(url).await {
-        request = request.with_challenge(challenge);
-    }
-    if !ctx.config.scopes.is_empty() {
-        request = request.with_scopes(ctx.config.scopes.clone());
-    }
-    if !ctx.config.client_id.is_empty() {
-        request = request.with_preregistered_client(ctx.config.client_id.clone());
-        if let Some(secret) = ctx.client_secret()? {
-            request = request.with_client_secret(secret.expose());
-        }
-    }
-    let mut state = OAuthState::Unauthorized(manager);
-    state.start_authorization(request).await.map_err(plain)?;
-    show_url(&state.get_authorization_url().await.map_err(plain)?);
-    let callback = tokio::time::timeout(wait, take_redirect(&listener, port))
-        .await
-        .map_err(|_| format!("no sign-in came back within {}", super::human_secs(wait)))??;
-    state.handle_callback_url(&callback).await.map_err(plain)
 }
 
 /// The `WWW-Authenticate` challenge of the server's 401 to an unauthenticated request: rmcp starts
@@ -451,71 +360,37 @@ async fn challenge_of(url: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-const SIGNED_IN: &str = "<!doctype html><meta charset=utf-8><title>maljan</title><p>Signed in. You can close this tab and go back to maljan.</p>";
-
-/// Takes the browser's redirect: the first request for /callback (anything else, a favicon, gets
-/// a 404 and the listener waits on). Answers it, and returns the full redirect URL.
-async fn take_redirect(listener: &tokio::net::TcpListener, port: u16) -> Result<String, String> {
-    loop {
-        let (mut stream, _) = listener.accept().await.map_err(|e| e.to_string())?;
-        let mut head = Vec::new();
-        let mut buf = [0u8; 2048];
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
-            match tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf)).await {
-                Ok(Ok(n)) if n > 0 => head.extend_from_slice(&buf[..n]),
-                _ => break,
+/// The streamable-HTTP handshake with the server's token on every request.
+pub(crate) async fn handshake(
+    url: &str,
+    config: rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig,
+    ctx: &OAuthContext,
+    timeout: Duration,
+) -> Result<
+    rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig>,
+    super::Unanswered,
+> {
+    use super::Unanswered;
+    let client = tokio::time::timeout(timeout, authorized_client(url, ctx))
+        .await
+        .map_err(|_| {
+            Unanswered::Unreachable(format!(
+                "no OAuth metadata within {}",
+                super::human_secs(timeout)
+            ))
+        })?
+        .map_err(Unanswered::Unreachable)?;
+    let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
+    // A server that still asks for authorization after the client did its part (no stored
+    // sign-in, a refresh token it no longer takes) needs a person: say which command.
+    super::handshake(transport, timeout)
+        .await
+        .map_err(|u| match u {
+            Unanswered::Unreachable(why) if why.to_lowercase().contains("auth") => {
+                Unanswered::Unreachable(format!("{why} (sign in again: {})", ctx.login_hint()))
             }
-        }
-        let text = String::from_utf8_lossy(&head);
-        let target = text
-            .lines()
-            .next()
-            .and_then(|l| l.strip_prefix("GET "))
-            .and_then(|l| l.split(' ').next())
-            .unwrap_or("");
-        let (path, query) = target.split_once('?').unwrap_or((target, ""));
-        if path != "/callback" {
-            let _ = stream
-                .write_all(
-                    b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-                )
-                .await;
-            continue;
-        }
-        let refused = form_urlencoded_pairs(query)
-            .into_iter()
-            .find(|(k, _)| k == "error")
-            .map(|(_, v)| v);
-        let page = match &refused {
-            None => SIGNED_IN.to_string(),
-            Some(why) => format!(
-                "<!doctype html><meta charset=utf-8><title>maljan</title><p>Sign-in failed: {}.</p>",
-                why.replace(['<', '>', '&', '"'], "")
-            ),
-        };
-        let _ = stream
-            .write_all(
-                format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
-                    page.len()
-                )
-                .as_bytes(),
-            )
-            .await;
-        let _ = stream.shutdown().await;
-        return match refused {
-            Some(why) => Err(format!(
-                "the authorization server refused the sign-in: {why}"
-            )),
-            None => Ok(format!("http://127.0.0.1:{port}{target}")),
-        };
-    }
-}
-
-fn form_urlencoded_pairs(query: &str) -> Vec<(String, String)> {
-    reqwest::Url::parse(&format!("http://x/?{query}"))
-        .map(|u| u.query_pairs().into_owned().collect())
-        .unwrap_or_default()
+            other => other,
+        })
 }
 
 #[cfg(test)]
