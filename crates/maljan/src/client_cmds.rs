@@ -167,7 +167,9 @@ pub async fn servers(cmd: ServersCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn auth_state(s: &ServerConfig) -> &'static str {
-    if s.auth_token.is_empty() {
+    if s.oauth.is_some() {
+        "auth: OAuth 2.1 (sign in once: maljan servers login NAME)"
+    } else if s.auth_token.is_empty() {
         ""
     } else if secrets::is_sealed(&s.auth_token) {
         "token: sealed"
@@ -202,6 +204,7 @@ fn list(config: ConfigArg, as_json: bool) -> anyhow::Result<ExitCode> {
                     "target": where_(s), "label": s.label, "env_allow": s.env_allow,
                     "env": s.env.keys().collect::<Vec<_>>(), "tools": s.tools, "mirror_dir": s.mirror_dir,
                     "auth_token": if s.auth_token.is_empty() { "none" } else if secrets::is_sealed(&s.auth_token) { "sealed" } else { "plain" },
+                    "oauth": s.oauth.as_ref().map(|o| o.grant.as_str()),
                 })
             })
             .collect();
