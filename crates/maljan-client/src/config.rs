@@ -21,6 +21,16 @@
 //! transport = "http"
 //! url = "https://tools.example/mcp"
 //! auth_token = "enc:v1:…"       # written by `maljan servers set-token remote`
+//!
+//! [servers.saas]                # a server behind OAuth 2.1 (see `transport::oauth`)
+//! transport = "http"
+//! url = "https://mcp.saas.example/mcp"
+//! oauth = { scopes = ["mcp:tools"] }   # then, once: maljan servers login saas
+//!
+//! [servers.pipeline]            # machine to machine: the client-credentials grant
+//! transport = "http"
+//! url = "https://mcp.internal.example/mcp"
+//! oauth = { grant = "client_credentials", client_id = "maljan-worker", client_secret = "enc:v1:…" }
 //! ```
 //!
 //! With no config file at all, the built-in servers (`files`, `analysis`: this binary's `serve`
@@ -148,6 +158,9 @@ pub struct ServerConfig {
     /// `enc:v1:…` (see `secrets`); never plain text if written by maljan.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub auth_token: String,
+    /// OAuth 2.1 instead of a fixed `auth_token` (HTTP servers only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<OAuthConfig>,
     /// A shared volume the sample is copied to for this server (issue 5).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub mirror_dir: String,
@@ -166,6 +179,54 @@ pub struct ServerConfig {
     /// actions) to a model. Off unless set.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub offer_destructive: bool,
+}
+
+/// How maljan obtains a server's OAuth access token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum OAuthGrant {
+    /// A person signs in once in a browser (`maljan servers login NAME`); refresh tokens keep it
+    /// going without them.
+    #[default]
+    AuthorizationCode,
+    /// Machine to machine: the client's own id and secret, no person at all.
+    ClientCredentials,
+}
+
+impl OAuthGrant {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AuthorizationCode => "authorization_code",
+            Self::ClientCredentials => "client_credentials",
+        }
+    }
+}
+
+/// `[servers.NAME.oauth]`. Tokens are not kept here: they change on every refresh, so they live
+/// sealed (enc:v1) in `<data dir>/oauth/NAME.sealed`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthConfig {
+    #[serde(default)]
+    pub grant: OAuthGrant,
+    /// A client registered beforehand; empty = dynamic client registration (RFC 7591) at login.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub client_id: String,
+    /// `enc:v1:…` (see `secrets`): a confidential client's secret. The client-credentials grant
+    /// needs one; `maljan servers login NAME` asks for it and seals it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub client_secret: String,
+    /// Scopes to ask for; empty = what the server's challenge and metadata name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+    /// The loopback port `servers login` takes the browser's redirect on; 0 = any free port
+    /// (fine with dynamic registration; a pre-registered client usually needs a fixed one).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub redirect_port: u16,
+}
+
+fn is_zero(v: &u16) -> bool {
+    *v == 0
 }
 
 fn yes() -> bool {
@@ -663,6 +724,36 @@ fn validate_server(file: &Path, name: &str, s: &ServerConfig) -> Result<(), Conf
             }
         }
     }
+    if let Some(o) = &s.oauth {
+        if !s.transport.is_http() {
+            return Err(err(
+                "oauth",
+                "OAuth is for HTTP servers (a stdio server gets its secrets through env)".into(),
+            ));
+        }
+        if !s.auth_token.is_empty() {
+            return Err(err(
+                "oauth",
+                "set either auth_token (a fixed bearer token) or oauth, not both".into(),
+            ));
+        }
+        if o.grant == OAuthGrant::ClientCredentials && o.client_id.trim().is_empty() {
+            return Err(err(
+                "oauth.client_id",
+                "the client_credentials grant needs the client's registered id".into(),
+            ));
+        }
+        if let Some(bad) = o
+            .scopes
+            .iter()
+            .find(|sc| sc.is_empty() || sc.chars().any(|c| c.is_whitespace() || c == '"'))
+        {
+            return Err(err(
+                "oauth.scopes",
+                format!("{bad:?} is not one scope (one word each, no spaces or quotes)"),
+            ));
+        }
+    }
     for var in s.env_allow.iter().chain(s.env.keys()) {
         if var.is_empty() || var.contains('=') || var.contains('\0') {
             return Err(err(
@@ -783,6 +874,48 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.key, "llm.base_url");
+    }
+
+    #[test]
+    fn the_oauth_table_is_read_and_checked() {
+        let c = Config::parse(
+            "[servers.saas]\ntransport = \"http\"\nurl = \"http://127.0.0.1:9/mcp\"\noauth = { scopes = [\"mcp:tools\"] }\n",
+            Path::new("/c.toml"),
+        )
+        .unwrap();
+        let o = c.servers["saas"].oauth.as_ref().unwrap();
+        assert_eq!(
+            (o.grant, o.scopes.as_slice()),
+            (
+                OAuthGrant::AuthorizationCode,
+                &["mcp:tools".to_string()][..]
+            )
+        );
+        for (text, key) in [
+            ("command = \"x\"\noauth = {}", "servers.x.oauth"),
+            (
+                "transport = \"http\"\nurl = \"http://h/\"\nauth_token = \"t\"\noauth = {}",
+                "servers.x.oauth",
+            ),
+            (
+                "transport = \"http\"\nurl = \"http://h/\"\noauth = { grant = \"client_credentials\" }",
+                "servers.x.oauth.client_id",
+            ),
+            (
+                "transport = \"http\"\nurl = \"http://h/\"\noauth = { scopes = [\"a b\"] }",
+                "servers.x.oauth.scopes",
+            ),
+        ] {
+            let e =
+                Config::parse(&format!("[servers.x]\n{text}\n"), Path::new("/c.toml")).unwrap_err();
+            assert_eq!(e.key, key, "{text}: {e}");
+        }
+        let e = Config::parse(
+            "[servers.x]\ntransport = \"http\"\nurl = \"http://h/\"\noauth = { grant = \"password\" }\n",
+            Path::new("/c.toml"),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("password"), "{e}");
     }
 
     #[test]

@@ -41,7 +41,8 @@ pub mod transport;
 
 pub use breaker::{Breaker, RestEvent};
 pub use config::{
-    BreakerConfig, Config, ConfigError, LlmConfig, LlmFallback, ServerConfig, TransportKind,
+    BreakerConfig, Config, ConfigError, LlmConfig, LlmFallback, OAuthConfig, OAuthGrant,
+    ServerConfig, TransportKind,
 };
 pub use job::{CallRecord, Job, JobSpec, JobStatus, ProgressFn, Sample, ServerHandle};
 pub use ledger::{CallFilter, ChildRow, JobEvent, JobRow, Ledger, LedgerEntry, ModelUsage, Page};

@@ -257,6 +257,14 @@ impl ServerSlot {
             timeout: self.timeout_connect,
             max_answer_bytes: self.max_answer_bytes,
             auth: self.auth()?,
+            oauth: self.cfg.oauth.clone().map(|o| {
+                transport::oauth::OAuthContext::new(
+                    &self.name,
+                    o,
+                    self.keys.clone(),
+                    &self.data_dir,
+                )
+            }),
             base_dir: self.base_dir.clone(),
             stderr_file: Some(transport::stderr_file(&self.data_dir, &self.name)),
         })

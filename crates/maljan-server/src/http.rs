@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     http_guard::{MessageLimits, read_message, refuse_malformed},
+    metrics::Metrics,
     protocol::McpHandler,
     server::ToolServer,
     staging::{Intake, StagingStore, intake},
@@ -56,6 +57,9 @@ pub struct HttpOptions {
     pub session_idle: Duration,
     /// The most sessions open at once; an initialize beyond them gets 503 with Retry-After.
     pub max_sessions: usize,
+    /// Serve `GET /metrics` (OpenMetrics text, see [`crate::metrics`]) beside `/mcp`, behind the
+    /// same bearer token. It holds names and counts only, nothing a caller sent.
+    pub metrics: Option<Arc<Metrics>>,
 }
 
 impl HttpOptions {
@@ -72,6 +76,7 @@ impl HttpOptions {
             header_timeout: Duration::from_secs(10),
             session_idle: SessionConfig::DEFAULT_KEEP_ALIVE,
             max_sessions: 1000,
+            metrics: None,
         }
     }
 }
@@ -82,7 +87,11 @@ pub fn router(
     options: &HttpOptions,
     shutdown: CancellationToken,
 ) -> Router {
-    router_with(McpHandler::new(server), options, shutdown)
+    router_with(
+        McpHandler::new(server).with_metrics(options.metrics.clone()),
+        options,
+        shutdown,
+    )
 }
 
 /// The same for any rmcp handler: a server that adds resources or prompts wraps [`McpHandler`].
@@ -126,6 +135,16 @@ where
     let mut router = Router::new()
         .nest_service("/mcp", service)
         .layer(middleware::from_fn_with_state(limits, read_message));
+    if let Some(metrics) = &options.metrics {
+        let metrics = metrics.clone();
+        router = router.route(
+            "/metrics",
+            axum::routing::get(move || {
+                let text = metrics.render();
+                async move { ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text) }
+            }),
+        );
+    }
     if let Some(store) = &options.staging {
         let state = Intake {
             store: store.clone(),
@@ -156,7 +175,8 @@ pub async fn serve_http(
         tools = server.listed_tools().count(),
         "starting"
     );
-    serve_http_with(McpHandler::new(server), options, shutdown).await
+    let handler = McpHandler::new(server).with_metrics(options.metrics.clone());
+    serve_http_with(handler, options, shutdown).await
 }
 
 /// Serves any rmcp handler at `http://ADDR/mcp` until ctrl-c or `shutdown`.

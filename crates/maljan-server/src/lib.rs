@@ -33,6 +33,7 @@ pub mod errors;
 pub mod http;
 mod http_guard;
 pub mod manifest;
+pub mod metrics;
 pub mod protocol;
 pub mod registry;
 pub mod roots;
@@ -45,6 +46,7 @@ pub use context::{IN_PLACE_BYTES, ProgressSink, ToolContext, blocking, blocking_
 pub use errors::{ErrorCode, ToolError};
 pub use http::{HttpOptions, router, router_with, serve_http, serve_http_with};
 pub use manifest::{Manifest, ManifestTool, Probe, Unavailable};
+pub use metrics::Metrics;
 pub use protocol::{McpHandler, tool_descriptors};
 pub use registry::{RegisteredTool, Registry, ToolMeta, parse_arguments};
 pub use roots::{Dir, Renamed, Roots, Write};

@@ -5,7 +5,7 @@
 //! timeouts and progress, and completes an initialize that left out fields
 //! ([`complete_initialize`]) before either transport hands it to rmcp.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Instant};
 
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
@@ -18,8 +18,12 @@ use rmcp::{
 };
 use serde_json::{Value, json};
 
+/// JSON-RPC's invalid-params code, rmcp's answer to an unknown tool.
+const INVALID_PARAMS: i32 = -32602;
+
 use crate::{
     context::ProgressSink,
+    metrics::{Ended, Metrics, UNKNOWN_TOOL},
     registry::RegisteredTool,
     server::{CallOutcome, ToolServer},
 };
@@ -29,12 +33,23 @@ use crate::{
 pub struct McpHandler {
     server: Arc<ToolServer>,
     tools: Arc<Vec<Tool>>,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl McpHandler {
     pub fn new(server: Arc<ToolServer>) -> Self {
         let tools = Arc::new(tool_descriptors(&server));
-        Self { server, tools }
+        Self {
+            server,
+            tools,
+            metrics: None,
+        }
+    }
+
+    /// Counts every tools/list and tools/call in `metrics` (see [`crate::metrics`]).
+    pub fn with_metrics(mut self, metrics: Option<Arc<Metrics>>) -> Self {
+        self.metrics = metrics;
+        self
     }
 }
 
@@ -75,7 +90,12 @@ impl ServerHandler for McpHandler {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+        let started = Instant::now();
+        let list = ListToolsResult::with_all_items(self.tools.as_ref().clone());
+        if let Some(m) = &self.metrics {
+            m.record("tools/list", "", Ended::Ok, started.elapsed());
+        }
+        Ok(list)
     }
 
     async fn call_tool(
@@ -83,6 +103,7 @@ impl ServerHandler for McpHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let started = Instant::now();
         let name = request.name.to_string();
         let args = request.arguments.unwrap_or_default();
         let progress = context
@@ -96,6 +117,17 @@ impl ServerHandler for McpHandler {
             .await;
         if let Some(progress) = &progress {
             progress.flush().await;
+        }
+        if let Some(m) = &self.metrics {
+            let (tool, ended) = match &outcome {
+                Some(o) if o.is_error => (
+                    name.as_str(),
+                    Ended::ToolError(o.value["error"]["code"].as_str().unwrap_or("tool_failed")),
+                ),
+                Some(_) => (name.as_str(), Ended::Ok),
+                None => (UNKNOWN_TOOL, Ended::Protocol(INVALID_PARAMS)),
+            };
+            m.record("tools/call", tool, ended, started.elapsed());
         }
         match outcome {
             Some(outcome) => Ok(tool_result(outcome).into()),

@@ -50,6 +50,10 @@ pub enum ServersCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Sign in to an OAuth 2.1 server once: prints the address to open in a browser and takes
+    /// the redirect on 127.0.0.1 (or, with --client-credentials, stores the client's secret
+    /// sealed). Tokens are stored sealed and refreshed without you.
+    Login(crate::login_cmd::LoginArgs),
     /// Store a server's auth token, sealed (enc:v1), read from stdin or a prompt.
     SetToken {
         name: String,
@@ -153,6 +157,7 @@ pub async fn servers(cmd: ServersCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         ServersCommand::Test { name, config, json } => test(&name, config, json).await,
+        ServersCommand::Login(a) => crate::login_cmd::login(a).await,
         ServersCommand::SetToken {
             name,
             config,
@@ -162,7 +167,9 @@ pub async fn servers(cmd: ServersCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn auth_state(s: &ServerConfig) -> &'static str {
-    if s.auth_token.is_empty() {
+    if s.oauth.is_some() {
+        "auth: OAuth 2.1 (sign in once: maljan servers login NAME)"
+    } else if s.auth_token.is_empty() {
         ""
     } else if secrets::is_sealed(&s.auth_token) {
         "token: sealed"
@@ -197,6 +204,7 @@ fn list(config: ConfigArg, as_json: bool) -> anyhow::Result<ExitCode> {
                     "target": where_(s), "label": s.label, "env_allow": s.env_allow,
                     "env": s.env.keys().collect::<Vec<_>>(), "tools": s.tools, "mirror_dir": s.mirror_dir,
                     "auth_token": if s.auth_token.is_empty() { "none" } else if secrets::is_sealed(&s.auth_token) { "sealed" } else { "plain" },
+                    "oauth": s.oauth.as_ref().map(|o| o.grant.as_str()),
                 })
             })
             .collect();
@@ -258,10 +266,10 @@ fn add(a: AddArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("--env {kv}: expected KEY=VALUE"))?;
         env.insert(k.to_string(), v.to_string());
     }
-    let old_token = c
+    let (old_token, old_oauth) = c
         .servers
         .get(&a.name)
-        .map(|s| s.auth_token.clone())
+        .map(|s| (s.auth_token.clone(), s.oauth.clone()))
         .unwrap_or_default();
     let entry = ServerConfig {
         transport,
@@ -272,6 +280,7 @@ fn add(a: AddArgs) -> anyhow::Result<ExitCode> {
         cwd: a.cwd.unwrap_or_default(),
         url: a.url.unwrap_or_default(),
         auth_token: old_token,
+        oauth: old_oauth,
         mirror_dir: a.mirror_dir.unwrap_or_default(),
         enabled: !a.disabled,
         tools: (!a.tools.is_empty()).then_some(a.tools),

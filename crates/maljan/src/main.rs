@@ -5,6 +5,7 @@ mod agent_cmds;
 mod analyze;
 mod client_cmds;
 mod console_cmd;
+mod login_cmd;
 mod serve;
 
 use clap::{Parser, Subcommand};

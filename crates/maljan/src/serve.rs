@@ -99,6 +99,10 @@ pub struct ServeArgs {
     /// Answer HTTP POSTs with application/json instead of an SSE stream where possible.
     #[arg(long)]
     pub json_response: bool,
+    /// Also serve Prometheus metrics (OpenMetrics text) at GET /metrics on the --http listener:
+    /// calls, errors by code, mcp_server_operation_duration_seconds. Names and counts only.
+    #[arg(long, requires = "http")]
+    pub metrics: bool,
     /// The longest message accepted, in bytes.
     #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]
     pub max_message_bytes: usize,
@@ -291,6 +295,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             options.json_response = args.json_response;
             options.auth_token = read_token(args.auth_token_file.as_deref())?;
             options.staging = staging;
+            options.metrics = args.metrics.then(maljan_server::Metrics::new);
             let limits = args.http_limits;
             options.max_connections = limits.max_connections;
             options.header_timeout = std::time::Duration::from_secs(limits.header_timeout_secs);

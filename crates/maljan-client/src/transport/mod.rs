@@ -9,8 +9,10 @@
 //! - `sse`: the legacy HTTP+SSE transport (see `sse`).
 //! - `http`: streamable HTTP, falling back to legacy SSE on the same URL when the server refuses
 //!   the streamable POST (the spec's backwards-compatibility section).
+//! - [`oauth`]: OAuth 2.1 tokens, for an entry with an `oauth` table, in place of `auth_token`.
 
 mod lines;
+pub mod oauth;
 mod sse;
 pub mod stdio;
 
@@ -181,6 +183,8 @@ pub struct ConnectOptions {
     pub max_answer_bytes: usize,
     /// The opened `auth_token` (see `secrets`).
     pub auth: Option<Secret>,
+    /// OAuth 2.1 in place of `auth`, when the server's entry has an `oauth` table.
+    pub oauth: Option<oauth::OAuthContext>,
     /// Relative stdio `cwd`s resolve against this.
     pub base_dir: PathBuf,
     /// Where a stdio server's stderr is mirrored.
@@ -199,15 +203,20 @@ fn client_config() -> ClientConfig {
 /// TCP_NODELAY: without it a small answer written just after a stream's head waited for the
 /// peer's delayed ACK (40 ms a call).
 pub fn http_client() -> reqwest::Client {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
+    install_tls_provider();
     reqwest::Client::builder()
         .user_agent(concat!("maljan/", env!("CARGO_PKG_VERSION")))
         .tcp_nodelay(true)
         .build()
         .unwrap_or_else(|_| reqwest::Client::new())
+}
+
+/// Before any reqwest client is built, ours or rmcp's own (its OAuth client).
+fn install_tls_provider() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
 }
 
 /// Connects and performs the handshake, within `opts.timeout`.
@@ -335,17 +344,24 @@ async fn connect_streamable(
         .reinit_on_expired_session(true)
         .max_json_response_size(64 * 1024 * 1024)
         .max_sse_event_size(64 * 1024 * 1024);
-    if let Some(token) = opts.auth.as_ref().filter(|t| !t.is_empty()) {
-        tc = tc.auth_header(token.expose().to_string());
-    }
-    let transport = StreamableHttpClientTransport::with_client(http_client(), tc);
-    let service = handshake(transport, opts.timeout).await?;
+    let service = if let Some(ctx) = &opts.oauth {
+        oauth::handshake(url.as_str(), tc, ctx, opts.timeout).await?
+    } else {
+        if let Some(token) = opts.auth.as_ref().filter(|t| !t.is_empty()) {
+            tc = tc.auth_header(token.expose().to_string());
+        }
+        let transport = StreamableHttpClientTransport::with_client(http_client(), tc);
+        handshake(transport, opts.timeout).await?
+    };
     Ok(finish(service, Via::StreamableHttp))
 }
 
 async fn connect_sse(cfg: &ServerConfig, opts: &ConnectOptions) -> Result<Connection, Unanswered> {
     let url = parse_url(cfg)?;
-    let auth = opts.auth.clone().filter(|t| !t.is_empty());
+    let auth = match &opts.oauth {
+        Some(ctx) => Some(oauth::bearer_now(url.as_str(), ctx).await?),
+        None => opts.auth.clone().filter(|t| !t.is_empty()),
+    };
     let transport = sse::SseTransport::connect(http_client(), url, auth, opts.timeout)
         .await
         .map_err(|e| Unanswered::Unreachable(e.to_string()))?;

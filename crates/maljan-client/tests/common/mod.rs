@@ -3,6 +3,8 @@
 
 use std::{path::PathBuf, sync::Arc};
 
+pub mod oauth;
+
 use maljan_client::{BreakerConfig, Config, Ledger, Runtime, ServerConfig, TransportKind};
 
 pub struct Scratch {
