@@ -43,7 +43,10 @@ pub use breaker::{Breaker, RestEvent};
 pub use config::{
     BreakerConfig, Config, ConfigError, LlmConfig, LlmFallback, ServerConfig, TransportKind,
 };
-pub use job::{CallRecord, Job, JobSpec, JobStatus, ProgressFn, Sample, ServerHandle};
+pub use job::{
+    CallRecord, Job, JobSpec, JobStatus, ProgressFn, Sample, SampleStore, ServerHandle,
+    StoredSample,
+};
 pub use ledger::{CallFilter, ChildRow, JobEvent, JobRow, Ledger, LedgerEntry, ModelUsage, Page};
 pub use maljan_protocol::{ErrorCode, Manifest, ManifestTool};
 pub use manifest::{ServerView, ToolInfo};

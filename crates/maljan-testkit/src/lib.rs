@@ -23,6 +23,7 @@
 pub mod drives;
 pub mod fixture;
 pub mod model;
+pub mod postgres;
 
 use std::{
     path::PathBuf,
