@@ -47,7 +47,10 @@ pub use job::{
     CallRecord, Job, JobSpec, JobStatus, ProgressFn, Sample, SampleStore, ServerHandle,
     StoredSample,
 };
-pub use ledger::{CallFilter, ChildRow, JobEvent, JobRow, Ledger, LedgerEntry, ModelUsage, Page};
+pub use ledger::{
+    CallFilter, CancelOutcome, ChildRow, DatabaseUrl, Engine, JobEvent, JobRow, Lease, Ledger,
+    LedgerEntry, ModelUsage, NewQueuedJob, Page, QueuedJob,
+};
 pub use maljan_protocol::{ErrorCode, Manifest, ManifestTool};
 pub use manifest::{ServerView, ToolInfo};
 pub use outcome::CallError;

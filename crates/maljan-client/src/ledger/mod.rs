@@ -142,8 +142,12 @@ impl Ledger {
             path: url.redacted(),
             err,
         };
-        let mut conn = connect_raw(url).map_err(|e| oe(e.0))?;
-        schema::migrate(&mut conn).map_err(|e| oe(e.0))?;
+        let conn = off_async(|| {
+            let mut conn = connect_raw(url)?;
+            schema::migrate(&mut conn)?;
+            Ok(conn)
+        })
+        .map_err(|e| oe(e.0))?;
         Self::start(conn, url.clone(), result_cap).map_err(oe)
     }
 
@@ -158,8 +162,7 @@ impl Ledger {
             path: parsed.redacted(),
             err: e.0,
         };
-        let mut conn = connect_raw(&parsed).map_err(oe)?;
-        schema::migrate(&mut conn).map_err(oe)
+        off_async(|| schema::migrate(&mut connect_raw(&parsed)?)).map_err(oe)
     }
 
     /// A private in-memory ledger (tests, the conformance client).
@@ -453,6 +456,16 @@ impl Ledger {
             )
         })
     }
+}
+
+/// Runs `f` on a thread of its own: the PostgreSQL client blocks on a runtime of its own, which
+/// tokio refuses inside a runtime (the callers are often async).
+fn off_async<T: Send>(f: impl FnOnce() -> DbResult<T> + Send) -> DbResult<T> {
+    std::thread::scope(|s| {
+        s.spawn(f)
+            .join()
+            .unwrap_or_else(|_| Err(DbError("the database connection panicked".into())))
+    })
 }
 
 /// A raw connection to `url` (SQLite: created 0o600 in a private directory, WAL).

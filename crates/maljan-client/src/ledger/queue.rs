@@ -296,6 +296,17 @@ impl Ledger {
         .map_err(|e| LedgerError::Write(e.0))
     }
 
+    /// Jobs queued or running, on any worker.
+    pub fn active_queued_jobs(&self) -> Result<i64, LedgerError> {
+        self.read(|c| {
+            c.query_one(
+                "SELECT COUNT(*) FROM queue WHERE state IN ('queued', 'running')",
+                vals![],
+            )?
+            .i64(0)
+        })
+    }
+
     /// One job of the queue.
     pub fn queued_job(&self, job_id: &str) -> Result<Option<QueuedJob>, LedgerError> {
         let job_id = job_id.to_string();
