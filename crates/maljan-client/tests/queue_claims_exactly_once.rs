@@ -70,7 +70,10 @@ fn run(url: &str) {
 #[test]
 fn each_of_a_thousand_jobs_is_claimed_once_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
-    run(&format!("sqlite:{}", dir.path().join("q.sqlite3").display()));
+    run(&format!(
+        "sqlite:{}",
+        dir.path().join("q.sqlite3").display()
+    ));
 }
 
 #[test]

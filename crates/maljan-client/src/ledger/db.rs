@@ -201,7 +201,9 @@ pub enum Conn {
 
 impl Conn {
     pub fn postgres(url: &str) -> DbResult<Self> {
-        let client = postgres::Client::connect(url, postgres::NoTls)?;
+        let mut client = postgres::Client::connect(url, postgres::NoTls)?;
+        // `CREATE … IF NOT EXISTS` of a current schema says "already exists, skipping" each time.
+        client.batch_execute("SET client_min_messages = warning")?;
         Ok(Self::Postgres {
             client: Box::new(client),
             prepared: HashMap::new(),
