@@ -23,6 +23,10 @@ const USER: &str = "maljan";
 struct Server {
     port: u16,
     bin: PathBuf,
+    restart: std::sync::Mutex<(
+        std::sync::mpsc::Sender<Duration>,
+        std::sync::mpsc::Receiver<()>,
+    )>,
 }
 
 static SERVER: OnceLock<Server> = OnceLock::new();
@@ -129,30 +133,56 @@ fn start() -> Server {
     );
     let port = free_port();
     // Spawned from a thread that lives as long as the process: a parent-death signal follows
-    // the thread that forked, not the process.
-    let (tx, rx) = std::sync::mpsc::channel();
+    // the thread that forked, not the process. The thread also restarts the server on request.
+    let (tx, rx) = std::sync::mpsc::channel::<Duration>();
+    let (started_tx, started) = std::sync::mpsc::channel();
     let postgres = bin.join("postgres");
     let log = root.join("server.log");
     std::thread::spawn(move || {
-        let log = std::fs::File::create(&log).expect("server log");
-        let child = as_server_user(&postgres, true)
-            .arg("-D")
-            .arg(&data)
-            .args(["-p", &port.to_string(), "-k"])
-            .arg(&root)
-            .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
-            .args(["-c", "max_connections=200"])
-            .stdout(log.try_clone().expect("log"))
-            .stderr(log)
-            .spawn();
-        let _ = tx.send(child.map(|_| ()));
+        let spawn = || {
+            let log = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log)
+                .expect("server log");
+            as_server_user(&postgres, true)
+                .arg("-D")
+                .arg(&data)
+                .args(["-p", &port.to_string(), "-k"])
+                .arg(&root)
+                .args(["-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"])
+                .args(["-c", "max_connections=200"])
+                .stdout(log.try_clone().expect("log"))
+                .stderr(log)
+                .spawn()
+                .expect("starting postgres")
+        };
+        let mut child = spawn();
+        let _ = started_tx.send(());
+        // Each request: a fast shutdown (SIGINT), down for the time asked, started again.
+        while let Ok(down) = rx.recv() {
+            let _ = Command::new("kill")
+                .args(["-INT", &child.id().to_string()])
+                .status();
+            let _ = child.wait();
+            std::thread::sleep(down);
+            child = spawn();
+            let _ = started_tx.send(());
+        }
         loop {
             std::thread::park();
         }
     });
-    rx.recv()
-        .expect("postgres spawner")
-        .expect("starting postgres");
+    started.recv().expect("postgres spawner");
+    wait_ready(&bin, port);
+    Server {
+        port,
+        bin,
+        restart: std::sync::Mutex::new((tx, started)),
+    }
+}
+
+fn wait_ready(bin: &Path, port: u16) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let ready = Command::new(bin.join("pg_isready"))
@@ -172,7 +202,17 @@ fn start() -> Server {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    Server { port, bin }
+}
+
+/// Stops the test server (a fast shutdown: every connection is closed), keeps it down for
+/// `down`, starts it again on the same port and data, and returns once it accepts connections.
+/// For a test file of its own: every test of the process shares the server.
+pub fn restart_server(down: Duration) {
+    let server = SERVER.get_or_init(start);
+    let (tx, started) = &*server.restart.lock().expect("restart");
+    tx.send(down).expect("postgres spawner");
+    started.recv().expect("postgres restarted");
+    wait_ready(&server.bin, server.port);
 }
 
 /// A new, empty database on the test PostgreSQL server (started on first use); its URL.

@@ -196,6 +196,10 @@ pub enum Conn {
         client: Box<postgres::Client>,
         /// Prepared statements by their SQLite-form text (PostgreSQL prepares per connection).
         prepared: HashMap<String, postgres::Statement>,
+        /// To connect again after the server restarted (never inside a transaction: what it
+        /// had done is gone with the old connection, and the caller must hear so).
+        url: String,
+        in_tx: bool,
     },
 }
 
@@ -207,7 +211,48 @@ impl Conn {
         Ok(Self::Postgres {
             client: Box::new(client),
             prepared: HashMap::new(),
+            url: url.to_string(),
+            in_tx: false,
         })
+    }
+
+    /// Whether the connection is gone (PostgreSQL restarted or unreachable).
+    pub fn is_broken(&self) -> bool {
+        matches!(self, Self::Postgres { client, .. } if client.is_closed())
+    }
+
+    /// A broken PostgreSQL connection outside a transaction is replaced by a new one.
+    fn ensure_connected(&mut self) -> DbResult<()> {
+        if let Self::Postgres {
+            client,
+            prepared,
+            url,
+            in_tx: false,
+        } = self
+            && client.is_closed()
+        {
+            let Self::Postgres { client: fresh, .. } = Self::postgres(url)? else {
+                unreachable!()
+            };
+            *client = fresh;
+            prepared.clear();
+            tracing::info!("ledger: reconnected to PostgreSQL");
+        }
+        Ok(())
+    }
+
+    /// Waits up to `limit` for a broken connection to come back; whether it did.
+    pub fn reconnect_within(&mut self, limit: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            if self.ensure_connected().is_ok() && !self.is_broken() {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
     }
 
     pub fn engine(&self) -> Engine {
@@ -221,7 +266,22 @@ impl Conn {
     pub fn batch(&mut self, sql: &str) -> DbResult<()> {
         match self {
             Self::Sqlite(c) => Ok(c.execute_batch(sql)?),
-            Self::Postgres { client, .. } => Ok(client.batch_execute(sql)?),
+            Self::Postgres { .. } => {
+                self.ensure_connected()?;
+                let Self::Postgres { client, in_tx, .. } = self else {
+                    unreachable!()
+                };
+                let word = sql.trim_start().split_whitespace().next().unwrap_or("");
+                let r = client.batch_execute(sql);
+                if word.eq_ignore_ascii_case("BEGIN") {
+                    *in_tx = r.is_ok();
+                } else if word.eq_ignore_ascii_case("COMMIT")
+                    || word.eq_ignore_ascii_case("ROLLBACK")
+                {
+                    *in_tx = false;
+                }
+                Ok(r?)
+            }
         }
     }
 
@@ -234,7 +294,14 @@ impl Conn {
                     .execute(rusqlite::params_from_iter(params))?;
                 Ok(n as u64)
             }
-            Self::Postgres { client, prepared } => {
+            Self::Postgres { .. } => {
+                self.ensure_connected()?;
+                let Self::Postgres {
+                    client, prepared, ..
+                } = self
+                else {
+                    unreachable!()
+                };
                 let st = pg_prepare(client, prepared, sql)?;
                 Ok(client.execute(&st, &pg_params(params))?)
             }
@@ -255,7 +322,14 @@ impl Conn {
                 })?;
                 Ok(rows.collect::<rusqlite::Result<_>>()?)
             }
-            Self::Postgres { client, prepared } => {
+            Self::Postgres { .. } => {
+                self.ensure_connected()?;
+                let Self::Postgres {
+                    client, prepared, ..
+                } = self
+                else {
+                    unreachable!()
+                };
                 let st = pg_prepare(client, prepared, sql)?;
                 client
                     .query(&st, &pg_params(params))?

@@ -353,9 +353,15 @@ impl Ledger {
         std::thread::Builder::new()
             .name("maljan-cancels".into())
             .spawn(move || {
+                // Said once per outage, not on every attempt to reconnect.
+                let mut down = false;
                 loop {
-                    if let Err(e) = listen(&url, &on_cancel) {
-                        tracing::warn!("cancel listener: {e}; reconnecting");
+                    match listen(&url, &on_cancel, &mut down) {
+                        Err(e) if !down => {
+                            tracing::warn!("cancel listener: {e}; reconnecting");
+                            down = true;
+                        }
+                        _ => {}
                     }
                     std::thread::sleep(std::time::Duration::from_millis(500));
                 }
@@ -368,9 +374,10 @@ impl Ledger {
     }
 }
 
-fn listen(url: &str, on_cancel: &impl Fn(&str)) -> Result<(), postgres::Error> {
+fn listen(url: &str, on_cancel: &impl Fn(&str), down: &mut bool) -> Result<(), postgres::Error> {
     let mut client = postgres::Client::connect(url, postgres::NoTls)?;
     client.batch_execute(&format!("LISTEN {CANCEL_CHANNEL}"))?;
+    *down = false;
     let mut notes = client.notifications();
     let mut it = notes.blocking_iter();
     loop {

@@ -29,6 +29,9 @@ use super::{
 /// first caller in a batch does not wait long for the last row to be written.
 pub(super) const MAX_BATCH: usize = 1024;
 
+/// How long records wait for a PostgreSQL server that went away before they fail.
+const RECONNECT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 pub(super) type Ack = oneshot::Sender<Result<(), String>>;
 type Job = Box<dyn FnOnce(&mut Conn) + Send>;
 
@@ -113,7 +116,12 @@ fn commit(conn: &mut Conn, batch: &mut Vec<(Box<LedgerEntry>, Ack)>, commits: &A
         return;
     }
     commits.fetch_add(1, Ordering::Relaxed);
-    if write_rows(conn, batch.iter().map(|(e, _)| &**e)).is_ok() {
+    let mut written = write_rows(conn, batch.iter().map(|(e, _)| &**e)).is_ok();
+    // PostgreSQL restarting: the callers wait for it (a while) rather than lose their rows.
+    if !written && conn.is_broken() && conn.reconnect_within(RECONNECT_WAIT) {
+        written = write_rows(conn, batch.iter().map(|(e, _)| &**e)).is_ok();
+    }
+    if written {
         for (_, ack) in batch.drain(..) {
             let _ = ack.send(Ok(()));
         }
