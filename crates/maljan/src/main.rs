@@ -99,7 +99,7 @@ fn main() -> std::process::ExitCode {
             Command::Agent(cmd) => agent_cmds::agent_cmd(cmd).await,
             Command::Console(args) => console_cmd::console(args).await,
             Command::Db(cmd) => queue_cmds::db(cmd),
-            Command::Submit(args) => queue_cmds::submit(args),
+            Command::Submit(args) => queue_cmds::submit(args).await,
             Command::Worker(args) => queue_cmds::worker(args).await,
             Command::Jobs(cmd) => queue_cmds::jobs(cmd),
         }

@@ -39,11 +39,28 @@ pub struct SubmitArgs {
     #[arg(long)]
     pub agent: bool,
     #[command(flatten)]
+    pub samples: SamplesArg,
+    #[command(flatten)]
     pub config: ConfigArg,
 }
 
 #[derive(Args)]
+pub struct SamplesArg {
+    /// Where samples wait for their workers: s3://BUCKET/PREFIX, gs://…, az://… (credentials and
+    /// endpoint from AWS_* / GOOGLE_* / AZURE_*); default: the data directory's samples folder.
+    #[arg(
+        long = "samples",
+        env = "MALJAN_SAMPLES_URL",
+        default_value = "",
+        value_name = "URL"
+    )]
+    pub url: String,
+}
+
+#[derive(Args)]
 pub struct WorkerArgs {
+    #[command(flatten)]
+    pub samples: SamplesArg,
     /// Jobs run at once by this worker.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub concurrency: usize,
@@ -110,7 +127,7 @@ pub fn db(cmd: DbCommand) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
+pub async fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
     let config = Config::load(args.config.config.as_deref())?;
     let meta = std::fs::metadata(&args.sample)
         .with_context(|| format!("cannot read the sample {}", args.sample.display()))?;
@@ -123,7 +140,9 @@ pub fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
         bail!("--servers: no server named '{bad}' is configured");
     }
     let ledger = open_ledger(&config)?;
-    let stored = SampleStore::in_data_dir(&config.data_dir).put(&args.sample)?;
+    let stored = SampleStore::from_url(&args.samples.url, &config.data_dir)?
+        .store(&args.sample)
+        .await?;
     let name = args
         .sample
         .file_name()
@@ -237,7 +256,7 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let keys = KeySource::in_dir(&config.data_dir);
     let models = llm::resolve(&config, &keys, &llm::Overrides::from_env(), None)?
         .map(|e| Arc::new(Models::new(e)));
-    let store = SampleStore::in_data_dir(&config.data_dir);
+    let store = SampleStore::from_url(&args.samples.url, &config.data_dir)?;
     let runtime = Runtime::open(config)?;
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let shared = Arc::new(Shared {
@@ -391,10 +410,10 @@ async fn run_in(
         .filter(|n| n != ".." && n != ".")
         .unwrap_or_else(|| "sample".into());
     let sample = dir.join(name);
-    let store = shared.store.clone();
-    let (sha, dest) = (job.sample_sha256.clone(), sample.clone());
-    tokio::task::spawn_blocking(move || store.fetch(&sha, &dest))
-        .await?
+    shared
+        .store
+        .retrieve(&job.sample_sha256, &sample)
+        .await
         .context("fetching the sample")?;
     let spec = JobSpec {
         label: format!("sample {}", job.sample_name),

@@ -1,19 +1,26 @@
-//! Where submitted samples wait for the worker that runs their job: a local folder,
-//! content-addressed by sha256 (`<dir>/<first two hex>/<sha256>`, 0o700 directories, 0o600
-//! files), so a sample submitted twice is stored once. A worker copies the sample into its job's
-//! private work directory, checking the hash on the way: a stored file that changed is refused.
+//! Where submitted samples wait for the worker that runs their job, content-addressed by sha256
+//! (`<first two hex>/<sha256>`), so a sample submitted twice is stored once: a local folder (the
+//! embedded default; 0o700 directories, 0o600 files) or a bucket (`s3://…`, `gs://…`, `az://…`
+//! through `object_store`, credentials and endpoint from the usual AWS_* / GOOGLE_* / AZURE_*
+//! variables). A worker copies the sample into its job's private work directory, checking the
+//! hash on the way: a stored sample that changed is refused.
 
 use std::{
     io::{Read, Write},
     path::{Path, PathBuf},
 };
 
+use std::sync::Arc;
+
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload, path::Path as Key};
 use sha2::{Digest, Sha256};
 
-/// The local sample store (the embedded default).
+/// The sample store.
 #[derive(Debug, Clone)]
 pub struct SampleStore {
     dir: PathBuf,
+    /// A bucket instead of the folder, and the key prefix in it.
+    bucket: Option<(Arc<dyn ObjectStore>, String)>,
 }
 
 /// A stored sample: its sha256 (hex) and size.
@@ -30,7 +37,122 @@ impl SampleStore {
     }
 
     pub fn at(dir: PathBuf) -> Self {
-        Self { dir }
+        Self { dir, bucket: None }
+    }
+
+    /// The store a URL names: empty for the data directory's folder, else `s3://bucket/prefix`,
+    /// `gs://…` or `az://…` (MALJAN_SAMPLES_URL).
+    pub fn from_url(url: &str, data_dir: &Path) -> std::io::Result<Self> {
+        if url.is_empty() {
+            return Ok(Self::in_data_dir(data_dir));
+        }
+        let bad =
+            |e: object_store::Error| std::io::Error::other(format!("samples store {url}: {e}"));
+        let (scheme, rest) = url.split_once("://").ok_or_else(|| {
+            std::io::Error::other(format!(
+                "samples store {url}: expected s3://, gs:// or az://"
+            ))
+        })?;
+        // reqwest (under object_store) is built without a default TLS provider: ring, as the
+        // transports install it.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let prefix = rest
+            .split_once('/')
+            .map_or("", |(_, p)| p)
+            .trim_matches('/');
+        let store: Arc<dyn ObjectStore> = match scheme {
+            "s3" => Arc::new(
+                object_store::aws::AmazonS3Builder::from_env()
+                    .with_url(url)
+                    .build()
+                    .map_err(bad)?,
+            ),
+            "gs" => Arc::new(
+                object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                    .with_url(url)
+                    .build()
+                    .map_err(bad)?,
+            ),
+            "az" | "azure" | "abfs" | "abfss" => Arc::new(
+                object_store::azure::MicrosoftAzureBuilder::from_env()
+                    .with_url(url)
+                    .build()
+                    .map_err(bad)?,
+            ),
+            _ => {
+                return Err(std::io::Error::other(format!(
+                    "samples store {url}: expected s3://, gs:// or az://"
+                )));
+            }
+        };
+        Ok(Self {
+            dir: data_dir.join("samples"),
+            bucket: Some((store, prefix.to_string())),
+        })
+    }
+
+    fn key_of(prefix: &str, sha256: &str) -> Key {
+        let rel = format!("{}/{sha256}", &sha256[..2]);
+        if prefix.is_empty() {
+            Key::from(rel)
+        } else {
+            Key::from(format!("{prefix}/{rel}"))
+        }
+    }
+
+    /// Stores the file at `src` (once per content); returns its hash and size.
+    pub async fn store(&self, src: &Path) -> std::io::Result<StoredSample> {
+        let Some((bucket, prefix)) = &self.bucket else {
+            let (me, src) = (self.clone(), src.to_path_buf());
+            return tokio::task::spawn_blocking(move || me.put(&src)).await?;
+        };
+        let bytes = tokio::fs::read(src).await?;
+        let sha256 = hex::encode(Sha256::digest(&bytes));
+        let key = Self::key_of(prefix, &sha256);
+        let size = bytes.len() as u64;
+        let err =
+            |e: object_store::Error| std::io::Error::other(format!("uploading the sample: {e}"));
+        // Uploaded once: a sample already there is not sent again.
+        match bucket.head(&key).await {
+            Ok(_) => {}
+            Err(object_store::Error::NotFound { .. }) => {
+                bucket
+                    .put(&key, PutPayload::from(bytes))
+                    .await
+                    .map_err(err)?;
+            }
+            Err(e) => return Err(err(e)),
+        }
+        Ok(StoredSample { sha256, size })
+    }
+
+    /// Copies a stored sample to `dest` (created 0o600), checking its hash.
+    pub async fn retrieve(&self, sha256: &str, dest: &Path) -> std::io::Result<u64> {
+        let Some((bucket, prefix)) = &self.bucket else {
+            let (me, sha, dest) = (self.clone(), sha256.to_string(), dest.to_path_buf());
+            return tokio::task::spawn_blocking(move || me.fetch(&sha, &dest)).await?;
+        };
+        self.path_of(sha256)?; // the same check of the name
+        let key = Self::key_of(prefix, sha256);
+        let err = |e: object_store::Error| {
+            std::io::Error::other(format!("fetching sample {sha256} from the store: {e}"))
+        };
+        let bytes = bucket
+            .get(&key)
+            .await
+            .map_err(err)?
+            .bytes()
+            .await
+            .map_err(err)?;
+        let got = hex::encode(Sha256::digest(&bytes));
+        if got != sha256 {
+            return Err(std::io::Error::other(format!(
+                "the stored sample {sha256} has changed (its content hashes to {got})"
+            )));
+        }
+        let mut file = private_new_file(dest)?;
+        file.write_all(&bytes)?;
+        Ok(bytes.len() as u64)
     }
 
     fn path_of(&self, sha256: &str) -> std::io::Result<PathBuf> {
