@@ -169,9 +169,8 @@ fn start() -> Server {
             child = spawn();
             let _ = started_tx.send(());
         }
-        loop {
-            std::thread::park();
-        }
+        // No more restarts: the thread stays with the server until the process ends.
+        let _ = child.wait();
     });
     started.recv().expect("postgres spawner");
     wait_ready(&bin, port);

@@ -271,7 +271,7 @@ impl Conn {
                 let Self::Postgres { client, in_tx, .. } = self else {
                     unreachable!()
                 };
-                let word = sql.trim_start().split_whitespace().next().unwrap_or("");
+                let word = sql.split_whitespace().next().unwrap_or("");
                 let r = client.batch_execute(sql);
                 if word.eq_ignore_ascii_case("BEGIN") {
                     *in_tx = r.is_ok();
