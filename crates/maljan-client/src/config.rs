@@ -416,6 +416,8 @@ impl LlmConfig {
 pub struct LedgerConfig {
     /// The SQLite file; empty = `<data dir>/ledger.sqlite3`.
     pub path: String,
+    /// `postgres://…` (or `sqlite:PATH`) instead of `path`; MALJAN_DATABASE_URL overrides it.
+    pub database_url: String,
     /// Results longer than this (bytes of JSON) are cut and marked truncated.
     pub result_cap_bytes: usize,
 }
@@ -424,6 +426,7 @@ impl Default for LedgerConfig {
     fn default() -> Self {
         Self {
             path: String::new(),
+            database_url: String::new(),
             result_cap_bytes: 256 * 1024,
         }
     }
@@ -613,6 +616,16 @@ impl Config {
 
     pub fn server(&self, name: &str) -> Option<&ServerConfig> {
         self.servers.get(name)
+    }
+
+    /// Where the ledger and the jobs live: MALJAN_DATABASE_URL (what `--database` sets), else
+    /// `core.ledger.database_url`, else SQLite at [`Self::ledger_path`].
+    pub fn database_url(&self) -> String {
+        match std::env::var("MALJAN_DATABASE_URL") {
+            Ok(url) if !url.is_empty() => url,
+            _ if !self.core.ledger.database_url.is_empty() => self.core.ledger.database_url.clone(),
+            _ => format!("sqlite:{}", self.ledger_path().display()),
+        }
     }
 
     pub fn ledger_path(&self) -> PathBuf {

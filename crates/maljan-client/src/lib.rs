@@ -44,8 +44,14 @@ pub use config::{
     BreakerConfig, Config, ConfigError, LlmConfig, LlmFallback, OAuthConfig, OAuthGrant,
     ServerConfig, TransportKind,
 };
-pub use job::{CallRecord, Job, JobSpec, JobStatus, ProgressFn, Sample, ServerHandle};
-pub use ledger::{CallFilter, ChildRow, JobEvent, JobRow, Ledger, LedgerEntry, ModelUsage, Page};
+pub use job::{
+    CallRecord, Job, JobSpec, JobStatus, ProgressFn, Sample, SampleStore, ServerHandle,
+    StoredSample,
+};
+pub use ledger::{
+    CallFilter, CancelOutcome, ChildRow, DatabaseUrl, Engine, JobEvent, JobRow, Lease, Ledger,
+    LedgerEntry, ModelUsage, NewQueuedJob, Page, QueuedJob,
+};
 pub use maljan_protocol::{ErrorCode, Manifest, ManifestTool};
 pub use manifest::{ServerView, ToolInfo};
 pub use outcome::CallError;

@@ -56,9 +56,9 @@ impl std::fmt::Debug for Runtime {
 }
 
 impl Runtime {
-    /// A runtime over `config`, with the ledger at its configured path.
+    /// A runtime over `config`, with the ledger at its configured database.
     pub fn open(config: Config) -> Result<Arc<Self>, RuntimeError> {
-        let ledger = Ledger::open(&config.ledger_path(), config.core.ledger.result_cap_bytes)?;
+        let ledger = Ledger::connect(&config.database_url(), config.core.ledger.result_cap_bytes)?;
         Ok(Self::new(config, ledger))
     }
 

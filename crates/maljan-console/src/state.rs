@@ -56,7 +56,7 @@ impl Problem {
 impl AppState {
     pub fn open(opts: ConsoleOptions) -> anyhow::Result<Arc<Self>> {
         let config = Config::load(opts.config.as_deref())?;
-        let ledger = Ledger::open(&config.ledger_path(), config.core.ledger.result_cap_bytes)?;
+        let ledger = Ledger::connect(&config.database_url(), config.core.ledger.result_cap_bytes)?;
         Self::with_ledger(opts, config, ledger)
     }
 

@@ -24,6 +24,7 @@
 pub mod drives;
 pub mod fixture;
 pub mod model;
+pub mod postgres;
 pub mod rar;
 
 use std::{

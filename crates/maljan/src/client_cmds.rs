@@ -475,8 +475,10 @@ fn print_call(rec: &CallRecord, as_json: bool) -> anyhow::Result<()> {
 
 pub async fn ledger(args: LedgerArgs) -> anyhow::Result<ExitCode> {
     let c = Config::load(args.config.config.as_deref())?;
+    let url = c.database_url();
     let path = c.ledger_path();
-    if !path.exists() {
+    // An SQLite ledger that was never written is reported as empty, not created.
+    if url == format!("sqlite:{}", path.display()) && !path.exists() {
         if args.json {
             println!("[]");
         } else {
@@ -487,7 +489,7 @@ pub async fn ledger(args: LedgerArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let l = Ledger::open(&path, c.core.ledger.result_cap_bytes)?;
+    let l = Ledger::connect(&url, c.core.ledger.result_cap_bytes)?;
     if args.jobs {
         let jobs = l.jobs(args.limit)?;
         if args.json {

@@ -6,6 +6,7 @@ mod analyze;
 mod client_cmds;
 mod console_cmd;
 mod login_cmd;
+mod queue_cmds;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -14,6 +15,10 @@ use clap::{Parser, Subcommand};
 #[derive(Parser)]
 #[command(name = "maljan", version, about, long_about = None, propagate_version = true)]
 struct Cli {
+    /// Where jobs and the ledger live: sqlite:PATH (default: the data directory's ledger) or
+    /// postgres://USER@HOST:PORT/DB.
+    #[arg(long, global = true, value_name = "URL", env = "MALJAN_DATABASE_URL")]
+    database: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -44,10 +49,26 @@ enum Command {
     Agent(agent_cmds::AgentCommand),
     /// The web console over the same runtime (default http://127.0.0.1:8700/).
     Console(console_cmd::ConsoleArgs),
+    /// The database of jobs and the ledger.
+    #[command(subcommand)]
+    Db(queue_cmds::DbCommand),
+    /// Store a sample and queue a job for it; a `maljan worker` runs it.
+    Submit(queue_cmds::SubmitArgs),
+    /// Claim queued jobs and run them, N at a time.
+    Worker(queue_cmds::WorkerArgs),
+    /// The queued, running and finished jobs: list, show, cancel.
+    #[command(subcommand)]
+    Jobs(queue_cmds::JobsCommand),
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    if let Some(url) = &cli.database {
+        // Every part of the process reads the database URL from the config's one place
+        // (`Config::database_url`), which honours MALJAN_DATABASE_URL.
+        // SAFETY: no other thread exists yet (the async runtime is built below).
+        unsafe { std::env::set_var("MALJAN_DATABASE_URL", url) };
+    }
     init_logging();
     // A stdio server answers one client over one pipe: a single runtime thread serves it with no
     // cross-thread wake-ups per message (blocking work still goes to the blocking pool). Everything
@@ -78,6 +99,10 @@ fn main() -> std::process::ExitCode {
             Command::Llm(cmd) => agent_cmds::llm_cmd(cmd).await,
             Command::Agent(cmd) => agent_cmds::agent_cmd(cmd).await,
             Command::Console(args) => console_cmd::console(args).await,
+            Command::Db(cmd) => queue_cmds::db(cmd),
+            Command::Submit(args) => queue_cmds::submit(args).await,
+            Command::Worker(args) => queue_cmds::worker(args).await,
+            Command::Jobs(cmd) => queue_cmds::jobs(cmd),
         }
     });
     // Blocking work still running (a read from a FIFO, a tool whose caller is gone) is not

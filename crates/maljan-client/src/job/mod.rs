@@ -27,9 +27,11 @@ use maljan_protocol::ErrorCode;
 use tokio::sync::OnceCell;
 
 mod handle;
+mod samples;
 
 pub use crate::{outcome::CallRecord, sample::Sample};
 pub use handle::ServerHandle;
+pub use samples::{SampleStore, StoredSample};
 
 use crate::{
     manifest::ServerView,

@@ -2,29 +2,15 @@
 //! with the count of each status, one job's calls filtered by tool and outcome, and where one
 //! evidence id falls. Also the two things a long-running front end keeps per job beside the
 //! calls: the job's progress events (so a watcher can resume from the last one it saw) and its
-//! finished report (the JSON the triage renderers read). Additive: the tables are created here,
-//! the core schema in `mod.rs` is untouched.
+//! finished report (the JSON the triage renderers read).
 
-use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
-use super::{JobRow, Ledger, LedgerEntry, LedgerError, read::read_jobs};
-
-pub(super) const SCHEMA: &str = r#"
-CREATE TABLE IF NOT EXISTS job_events(
-    job_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    kind TEXT NOT NULL,
-    data TEXT NOT NULL,
-    at_ms INTEGER NOT NULL,
-    PRIMARY KEY(job_id, seq)
-);
-CREATE TABLE IF NOT EXISTS job_reports(
-    job_id TEXT PRIMARY KEY,
-    report TEXT NOT NULL,
-    at_ms INTEGER NOT NULL
-);
-"#;
+use super::{
+    JobRow, Ledger, LedgerEntry, LedgerError,
+    db::{Conn, DbError, DbResult, vals},
+    read::{CALL_COLS, call_row, read_jobs},
+};
 
 /// One page of rows and how many match in all.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -60,57 +46,29 @@ pub struct JobEvent {
     pub data: String,
 }
 
-const CALL_COLS: &str = "job_id, ev_id, server, tool, args, result, result_truncated, ok, error_code, message, remediation, started_at_ms, wait_ms, duration_ms, trial";
-
-fn call_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<LedgerEntry> {
-    let started: i64 = r.get(11)?;
-    Ok(LedgerEntry {
-        job_id: r.get(0)?,
-        ev_id: r.get(1)?,
-        server: r.get(2)?,
-        tool: r.get(3)?,
-        args: r.get(4)?,
-        result: r.get(5)?,
-        result_truncated: r.get(6)?,
-        ok: r.get(7)?,
-        error_code: r.get(8)?,
-        message: r.get(9)?,
-        remediation: r.get(10)?,
-        started_at: crate::time::rfc3339_ms(started),
-        started_at_ms: started,
-        wait_ms: r.get(12)?,
-        duration_ms: r.get(13)?,
-        trial: r.get(14)?,
-    })
-}
-
 fn offset(page: usize, per_page: usize) -> i64 {
     i64::try_from(page.saturating_sub(1).saturating_mul(per_page)).unwrap_or(i64::MAX)
 }
 
 fn jobs_page(
-    conn: &Connection,
+    conn: &mut Conn,
     status: Option<&str>,
     page: usize,
     per_page: usize,
-) -> rusqlite::Result<Page<JobRow>> {
-    let total: i64 = conn.query_row(
-        "SELECT COUNT(*) FROM jobs WHERE (?1 IS NULL OR status = ?1)",
-        params![status],
-        |r| r.get(0),
-    )?;
-    let mut st = conn.prepare_cached(
-        "SELECT job_id FROM jobs WHERE (?1 IS NULL OR status = ?1) ORDER BY created_at_ms DESC, rowid DESC LIMIT ?2 OFFSET ?3",
-    )?;
-    let ids: Vec<String> = st
-        .query_map(
-            params![status, per_page as i64, offset(page, per_page)],
-            |r| r.get(0),
+) -> DbResult<Page<JobRow>> {
+    let total = conn
+        .query_one(
+            "SELECT COUNT(*) FROM jobs WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1)",
+            vals![status],
         )?
-        .collect::<rusqlite::Result<_>>()?;
+        .i64(0)?;
+    let ids = conn.query(
+        "SELECT job_id FROM jobs WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY created_at_ms DESC, rowid DESC LIMIT ?2 OFFSET ?3",
+        vals![status, per_page, offset(page, per_page)],
+    )?;
     let mut items = Vec::with_capacity(ids.len());
     for id in ids {
-        items.extend(read_jobs(conn, Some(&id), 1)?);
+        items.extend(read_jobs(conn, Some(&id.text(0)?), 1)?);
     }
     Ok(Page {
         items,
@@ -121,33 +79,35 @@ fn jobs_page(
 }
 
 fn calls_page(
-    conn: &Connection,
+    conn: &mut Conn,
     job_id: &str,
     f: &CallFilter,
     page: usize,
     per_page: usize,
-) -> rusqlite::Result<Page<LedgerEntry>> {
-    let filter = "job_id = ?1 AND (?2 IS NULL OR tool = ?2) AND (?3 IS NULL OR ok = ?3)";
-    let total: i64 = conn.query_row(
-        &format!("SELECT COUNT(*) FROM calls WHERE {filter}"),
-        params![job_id, f.tool, f.ok],
-        |r| r.get(0),
-    )?;
-    let mut st = conn.prepare_cached(&format!(
-        "SELECT {CALL_COLS} FROM calls WHERE {filter} ORDER BY seq LIMIT ?4 OFFSET ?5"
-    ))?;
-    let items = st
-        .query_map(
-            params![
+) -> DbResult<Page<LedgerEntry>> {
+    let filter = "job_id = ?1 AND (CAST(?2 AS TEXT) IS NULL OR tool = ?2) AND (CAST(?3 AS INTEGER) IS NULL OR ok = ?3)";
+    let total = conn
+        .query_one(
+            &format!("SELECT COUNT(*) FROM calls WHERE {filter}"),
+            vals![job_id, f.tool.as_ref(), f.ok],
+        )?
+        .i64(0)?;
+    let items = conn
+        .query(
+            &format!(
+                "SELECT {CALL_COLS} FROM calls WHERE {filter} ORDER BY seq LIMIT ?4 OFFSET ?5"
+            ),
+            vals![
                 job_id,
-                f.tool,
+                f.tool.as_ref(),
                 f.ok,
-                per_page as i64,
+                per_page,
                 offset(page, per_page)
             ],
-            call_row,
         )?
-        .collect::<rusqlite::Result<_>>()?;
+        .iter()
+        .map(|r| call_row(r, 0))
+        .collect::<DbResult<_>>()?;
     Ok(Page {
         items,
         total,
@@ -172,10 +132,13 @@ impl Ledger {
     /// How many jobs have each status, by status.
     pub fn job_status_counts(&self) -> Result<Vec<(String, i64)>, LedgerError> {
         self.read(|c| {
-            let mut st = c.prepare_cached(
+            c.query(
                 "SELECT status, COUNT(*) FROM jobs GROUP BY status ORDER BY status",
-            )?;
-            st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect()
+                vals![],
+            )?
+            .iter()
+            .map(|r| Ok((r.text(0)?, r.i64(1)?)))
+            .collect()
         })
     }
 
@@ -196,21 +159,18 @@ impl Ledger {
     pub fn call_position(&self, job_id: &str, ev_id: &str) -> Result<Option<i64>, LedgerError> {
         let (job_id, ev_id) = (job_id.to_string(), ev_id.to_string());
         self.read(move |c| {
-            let seq: Option<i64> = c
-                .query_row(
-                    "SELECT seq FROM calls WHERE job_id = ?1 AND ev_id = ?2",
-                    params![job_id, ev_id],
-                    |r| r.get(0),
-                )
-                .optional()?;
+            let seq = c.query_opt(
+                "SELECT seq FROM calls WHERE job_id = ?1 AND ev_id = ?2",
+                vals![&job_id, ev_id],
+            )?;
             match seq {
                 None => Ok(None),
                 Some(seq) => c
-                    .query_row(
+                    .query_one(
                         "SELECT COUNT(*) FROM calls WHERE job_id = ?1 AND seq < ?2",
-                        params![job_id, seq],
-                        |r| r.get(0),
-                    )
+                        vals![job_id, seq.i64(0)?],
+                    )?
+                    .i64(0)
                     .map(Some),
             }
         })
@@ -220,10 +180,13 @@ impl Ledger {
     pub fn job_tools(&self, job_id: &str) -> Result<Vec<String>, LedgerError> {
         let job_id = job_id.to_string();
         self.read(move |c| {
-            let mut st = c.prepare_cached(
+            c.query(
                 "SELECT DISTINCT tool FROM calls WHERE job_id = ?1 ORDER BY tool",
-            )?;
-            st.query_map([job_id], |r| r.get(0))?.collect()
+                vals![job_id],
+            )?
+            .iter()
+            .map(|r| r.text(0))
+            .collect()
         })
     }
 
@@ -236,34 +199,33 @@ impl Ledger {
     ) -> Result<i64, LedgerError> {
         let (job_id, kind, data) = (job_id.to_string(), kind.to_string(), data.to_string());
         self.with_conn(move |c| {
-            let seq: i64 = c.query_row(
-                "SELECT COALESCE(MAX(seq), 0) + 1 FROM job_events WHERE job_id = ?1",
-                [&job_id],
-                |r| r.get(0),
-            )?;
-            c.prepare_cached(
-                "INSERT INTO job_events(job_id, seq, kind, data, at_ms) VALUES (?1, ?2, ?3, ?4, ?5)",
+            // One statement: two writers of the same job (two workers, after a reclaim) cannot
+            // both take the same number; the primary key refuses the second.
+            c.query_one(
+                "INSERT INTO job_events(job_id, seq, kind, data, at_ms) SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4 FROM job_events WHERE job_id = ?1 RETURNING seq",
+                vals![job_id, kind, data, crate::time::now_ms()],
             )?
-            .execute(params![job_id, seq, kind, data, crate::time::now_ms()])?;
-            Ok(seq)
+            .i64(0)
         })?
-        .map_err(|e: rusqlite::Error| LedgerError::Write(e.to_string()))
+        .map_err(|e: DbError| LedgerError::Write(e.0))
     }
 
     /// A job's progress events after number `after` (0: all), in order.
     pub fn job_events(&self, job_id: &str, after: i64) -> Result<Vec<JobEvent>, LedgerError> {
         let job_id = job_id.to_string();
         self.read(move |c| {
-            let mut st = c.prepare_cached(
+            c.query(
                 "SELECT seq, kind, data FROM job_events WHERE job_id = ?1 AND seq > ?2 ORDER BY seq",
-            )?;
-            st.query_map(params![job_id, after], |r| {
+                vals![job_id, after],
+            )?
+            .iter()
+            .map(|r| {
                 Ok(JobEvent {
-                    seq: r.get(0)?,
-                    kind: r.get(1)?,
-                    data: r.get(2)?,
+                    seq: r.i64(0)?,
+                    kind: r.text(1)?,
+                    data: r.text(2)?,
                 })
-            })?
+            })
             .collect()
         })
     }
@@ -272,10 +234,10 @@ impl Ledger {
     pub fn save_report(&self, job_id: &str, report_json: &str) -> Result<(), LedgerError> {
         let (job_id, report) = (job_id.to_string(), report_json.to_string());
         self.write(move |c| {
-            c.prepare_cached(
-                "INSERT OR REPLACE INTO job_reports(job_id, report, at_ms) VALUES (?1, ?2, ?3)",
-            )?
-            .execute(params![job_id, report, crate::time::now_ms()])
+            c.execute(
+                "INSERT INTO job_reports(job_id, report, at_ms) VALUES (?1, ?2, ?3) ON CONFLICT(job_id) DO UPDATE SET report = excluded.report, at_ms = excluded.at_ms",
+                vals![job_id, report, crate::time::now_ms()],
+            )
         })
     }
 
@@ -283,12 +245,12 @@ impl Ledger {
     pub fn report(&self, job_id: &str) -> Result<Option<String>, LedgerError> {
         let job_id = job_id.to_string();
         self.read(move |c| {
-            c.query_row(
+            c.query_opt(
                 "SELECT report FROM job_reports WHERE job_id = ?1",
-                [job_id],
-                |r| r.get(0),
-            )
-            .optional()
+                vals![job_id],
+            )?
+            .map(|r| r.text(0))
+            .transpose()
         })
     }
 }
@@ -300,48 +262,51 @@ mod tests {
 
     #[test]
     fn pages_filters_positions_events_and_reports() {
-        let l = Ledger::open_in_memory();
-        for j in 0..5 {
-            l.create_job(&format!("j{j}"), "t", None).unwrap();
+        for l in super::super::tests::engines() {
+            for j in 0..5 {
+                l.create_job(&format!("j{j}"), "t", None).unwrap();
+            }
+            l.finish_job("j1", "complete").unwrap();
+            let p = l.jobs_page(None, 1, 2).unwrap();
+            assert_eq!((p.items.len(), p.total, p.pages()), (2, 5, 3));
+            let done = l.jobs_page(Some("complete"), 1, 10).unwrap();
+            assert_eq!(done.items[0].job_id, "j1");
+            let counts = l.job_status_counts().unwrap();
+            assert_eq!(counts, [("complete".into(), 1), ("running".into(), 4)]);
+            for i in 1..=7 {
+                let mut e = entry("j0", &format!("ev_{i:04}"));
+                e.ok = i % 2 == 0;
+                e.tool = if i <= 3 { "a".into() } else { "b".into() };
+                l.record(e).unwrap();
+            }
+            let bad = CallFilter {
+                tool: Some("b".into()),
+                ok: Some(false),
+            };
+            let p = l.calls_page("j0", bad, 1, 10).unwrap();
+            assert_eq!(
+                p.items.iter().map(|c| c.ev_id.as_str()).collect::<Vec<_>>(),
+                ["ev_0005", "ev_0007"]
+            );
+            assert_eq!(
+                l.calls_page("j0", CallFilter::default(), 2, 3)
+                    .unwrap()
+                    .items[0]
+                    .ev_id,
+                "ev_0004"
+            );
+            assert_eq!(l.call_position("j0", "ev_0006").unwrap(), Some(5));
+            assert_eq!(l.call_position("j0", "ev_9999").unwrap(), None);
+            assert_eq!(l.job_tools("j0").unwrap(), ["a", "b"]);
+            assert_eq!(l.append_job_event("j0", "stage", "{}").unwrap(), 1);
+            assert_eq!(l.append_job_event("j0", "done", "{}").unwrap(), 2);
+            let after = l.job_events("j0", 1).unwrap();
+            assert_eq!((after.len(), after[0].kind.as_str()), (1, "done"));
+            assert_eq!(l.report("j0").unwrap(), None);
+            l.save_report("j0", "{\"a\":1}").unwrap();
+            assert_eq!(l.report("j0").unwrap().as_deref(), Some("{\"a\":1}"));
+            l.save_report("j0", "{}").unwrap();
+            assert_eq!(l.report("j0").unwrap().as_deref(), Some("{}"));
         }
-        l.finish_job("j1", "complete").unwrap();
-        let p = l.jobs_page(None, 1, 2).unwrap();
-        assert_eq!((p.items.len(), p.total, p.pages()), (2, 5, 3));
-        let done = l.jobs_page(Some("complete"), 1, 10).unwrap();
-        assert_eq!(done.items[0].job_id, "j1");
-        let counts = l.job_status_counts().unwrap();
-        assert_eq!(counts, [("complete".into(), 1), ("running".into(), 4)]);
-        for i in 1..=7 {
-            let mut e = entry("j0", &format!("ev_{i:04}"));
-            e.ok = i % 2 == 0;
-            e.tool = if i <= 3 { "a".into() } else { "b".into() };
-            l.record(e).unwrap();
-        }
-        let bad = CallFilter {
-            tool: Some("b".into()),
-            ok: Some(false),
-        };
-        let p = l.calls_page("j0", bad, 1, 10).unwrap();
-        assert_eq!(
-            p.items.iter().map(|c| c.ev_id.as_str()).collect::<Vec<_>>(),
-            ["ev_0005", "ev_0007"]
-        );
-        assert_eq!(
-            l.calls_page("j0", CallFilter::default(), 2, 3)
-                .unwrap()
-                .items[0]
-                .ev_id,
-            "ev_0004"
-        );
-        assert_eq!(l.call_position("j0", "ev_0006").unwrap(), Some(5));
-        assert_eq!(l.call_position("j0", "ev_9999").unwrap(), None);
-        assert_eq!(l.job_tools("j0").unwrap(), ["a", "b"]);
-        assert_eq!(l.append_job_event("j0", "stage", "{}").unwrap(), 1);
-        assert_eq!(l.append_job_event("j0", "done", "{}").unwrap(), 2);
-        let after = l.job_events("j0", 1).unwrap();
-        assert_eq!((after.len(), after[0].kind.as_str()), (1, "done"));
-        assert_eq!(l.report("j0").unwrap(), None);
-        l.save_report("j0", "{\"a\":1}").unwrap();
-        assert_eq!(l.report("j0").unwrap().as_deref(), Some("{\"a\":1}"));
     }
 }

@@ -2,27 +2,12 @@
 //! the call that extracted it and the calls that analysed it. An additive table: a ledger written
 //! before it existed simply has no children.
 
-use rusqlite::params;
 use serde::{Deserialize, Serialize};
 
-use super::{Ledger, LedgerError};
-
-pub(super) const SCHEMA: &str = r#"
-CREATE TABLE IF NOT EXISTS children(
-    id INTEGER PRIMARY KEY,
-    job_id TEXT NOT NULL,
-    sha256 TEXT NOT NULL,
-    parent_sha256 TEXT NOT NULL,
-    name TEXT NOT NULL,
-    depth INTEGER NOT NULL,
-    size INTEGER NOT NULL,
-    kind TEXT NOT NULL,
-    extracted_by TEXT NOT NULL,
-    evidence TEXT NOT NULL,
-    at_ms INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS children_job ON children(job_id);
-"#;
+use super::{
+    Ledger, LedgerError,
+    db::{DbResult, vals},
+};
 
 /// One child sample of a job.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -47,45 +32,46 @@ impl Ledger {
     /// Records a child sample of a job.
     pub fn add_child(&self, row: ChildRow) -> Result<(), LedgerError> {
         self.write(move |c| {
-            c.prepare_cached(
+            c.execute(
                 "INSERT INTO children(job_id, sha256, parent_sha256, name, depth, size, kind, extracted_by, evidence, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-            )?
-            .execute(params![
-                row.job_id,
-                row.sha256,
-                row.parent_sha256,
-                row.name,
-                row.depth,
-                row.size,
-                row.kind,
-                row.extracted_by,
-                serde_json::to_string(&row.evidence).unwrap_or_else(|_| "[]".into()),
-                crate::time::now_ms()
-            ])
+                vals![
+                    row.job_id,
+                    row.sha256,
+                    row.parent_sha256,
+                    row.name,
+                    row.depth,
+                    row.size,
+                    row.kind,
+                    row.extracted_by,
+                    serde_json::to_string(&row.evidence).unwrap_or_else(|_| "[]".into()),
+                    crate::time::now_ms()
+                ],
+            )
         })
     }
 
     /// A job's child samples, in the order they were recorded.
     pub fn children(&self, job_id: &str) -> Result<Vec<ChildRow>, LedgerError> {
         let job_id = job_id.to_string();
-        self.read(move |conn| {
-            let mut st = conn.prepare(
+        self.read(move |c| {
+            c.query(
                 "SELECT job_id, sha256, parent_sha256, name, depth, size, kind, extracted_by, evidence FROM children WHERE job_id = ?1 ORDER BY id",
-            )?;
-            st.query_map([job_id], |r| {
-                let evidence: String = r.get(8)?;
+                vals![job_id],
+            )?
+            .iter()
+            .map(|r| -> DbResult<ChildRow> {
                 Ok(ChildRow {
-                    job_id: r.get(0)?,
-                    sha256: r.get(1)?,
-                    parent_sha256: r.get(2)?,
-                    name: r.get(3)?,
-                    depth: r.get(4)?,
-                    size: r.get(5)?,
-                    kind: r.get(6)?,
-                    extracted_by: r.get(7)?,
-                    evidence: serde_json::from_str(&evidence).unwrap_or_default(),
+                    job_id: r.text(0)?,
+                    sha256: r.text(1)?,
+                    parent_sha256: r.text(2)?,
+                    name: r.text(3)?,
+                    depth: r.i64(4)?,
+                    size: r.i64(5)?,
+                    kind: r.text(6)?,
+                    extracted_by: r.text(7)?,
+                    evidence: serde_json::from_str(&r.text(8)?).unwrap_or_default(),
                 })
-            })?
+            })
             .collect()
         })
     }
@@ -97,20 +83,21 @@ mod tests {
 
     #[test]
     fn children_read_back_per_job_with_their_parent_and_evidence() {
-        let l = Ledger::open_in_memory();
-        let row = ChildRow {
-            job_id: "j".into(),
-            sha256: "c".repeat(64),
-            parent_sha256: "p".repeat(64),
-            name: "inner/a.exe".into(),
-            depth: 2,
-            size: 10,
-            kind: "pe".into(),
-            extracted_by: "ev_0007".into(),
-            evidence: vec!["ev_0008".into(), "ev_0009".into()],
-        };
-        l.add_child(row.clone()).unwrap();
-        assert_eq!(l.children("j").unwrap(), [row]);
-        assert!(l.children("other").unwrap().is_empty());
+        for l in crate::ledger::tests::engines() {
+            let row = ChildRow {
+                job_id: "j".into(),
+                sha256: "c".repeat(64),
+                parent_sha256: "p".repeat(64),
+                name: "inner/a.exe".into(),
+                depth: 2,
+                size: 10,
+                kind: "pe".into(),
+                extracted_by: "ev_0007".into(),
+                evidence: vec!["ev_0008".into(), "ev_0009".into()],
+            };
+            l.add_child(row.clone()).unwrap();
+            assert_eq!(l.children("j").unwrap(), [row]);
+            assert!(l.children("other").unwrap().is_empty());
+        }
     }
 }

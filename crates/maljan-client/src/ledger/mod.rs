@@ -1,4 +1,5 @@
-//! The ledger: every call, recorded in SQLite (WAL) — job, evidence id (`ev_0001`… per job),
+//! The ledger: every call, recorded in SQLite (WAL) or PostgreSQL (see [`db`], one set of
+//! queries for both, and `schema` for the migrations) — job, evidence id (`ev_0001`… per job),
 //! server, tool, the arguments as the caller wrote them, the result (capped, marked when cut), ok,
 //! error code, message, remediation, start time, wait for a slot, duration — plus jobs and their
 //! degradation reasons, server rests, and the child samples of recursive analysis (`children`).
@@ -15,18 +16,25 @@
 
 mod browse;
 mod children;
+pub mod db;
+mod queue;
 mod read;
+mod schema;
 mod writer;
 
 pub use children::ChildRow;
 
 use std::{path::Path, sync::Arc};
 
-use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
 pub use browse::{CallFilter, JobEvent, Page};
+pub use db::{DatabaseUrl, Engine};
+pub use queue::{CANCEL_CHANNEL, CancelOutcome, Lease, NewQueuedJob, QueuedJob};
+pub use schema::SCHEMA_VERSION;
+
+use db::{Conn, DbError, DbResult, vals};
 use read::{read_calls, read_degradations, read_jobs};
 use writer::{Op, Writer};
 
@@ -98,6 +106,7 @@ pub struct JobRow {
 struct Inner {
     writer: Writer,
     result_cap: usize,
+    url: DatabaseUrl,
 }
 
 /// A cheap, cloneable handle to the ledger database.
@@ -112,116 +121,91 @@ impl std::fmt::Debug for Ledger {
     }
 }
 
-const SCHEMA: &str = r#"
-CREATE TABLE IF NOT EXISTS jobs(
-    job_id TEXT PRIMARY KEY,
-    label TEXT NOT NULL DEFAULT '',
-    sample_path TEXT,
-    sample_sha256 TEXT,
-    sample_size INTEGER,
-    created_at_ms INTEGER NOT NULL,
-    finished_at_ms INTEGER,
-    status TEXT NOT NULL DEFAULT 'running'
-);
-CREATE TABLE IF NOT EXISTS calls(
-    seq INTEGER PRIMARY KEY,
-    job_id TEXT NOT NULL,
-    ev_id TEXT NOT NULL,
-    server TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    args TEXT NOT NULL,
-    result TEXT,
-    result_truncated INTEGER NOT NULL DEFAULT 0,
-    ok INTEGER NOT NULL,
-    error_code TEXT,
-    message TEXT,
-    remediation TEXT,
-    started_at_ms INTEGER NOT NULL,
-    wait_ms REAL NOT NULL,
-    duration_ms REAL NOT NULL,
-    trial INTEGER NOT NULL DEFAULT 0
-);
--- One index, and a narrow one: every row written pays for each index. Rows of a job come back in
--- seq order, which this index gives (SQLite appends the rowid to index keys).
-DROP INDEX IF EXISTS calls_by_job;
--- Left by the per-process journal an earlier version kept beside the database.
-DROP TABLE IF EXISTS journal_applied;
-CREATE INDEX IF NOT EXISTS calls_job ON calls(job_id);
-CREATE TABLE IF NOT EXISTS degradations(
-    id INTEGER PRIMARY KEY,
-    job_id TEXT NOT NULL,
-    reason TEXT NOT NULL,
-    at_ms INTEGER NOT NULL,
-    UNIQUE(job_id, reason)
-);
--- What the agent notes about a call (arguments repaired, a repeat answered from the ledger).
-CREATE TABLE IF NOT EXISTS call_notes(
-    id INTEGER PRIMARY KEY,
-    job_id TEXT NOT NULL,
-    ev_id TEXT NOT NULL,
-    note TEXT NOT NULL,
-    at_ms INTEGER NOT NULL
-);
--- Each model request of a job: which stage, which model, the tokens it took.
-CREATE TABLE IF NOT EXISTS model_usage(
-    id INTEGER PRIMARY KEY,
-    job_id TEXT NOT NULL,
-    stage TEXT NOT NULL,
-    provider TEXT NOT NULL,
-    model TEXT NOT NULL,
-    input_tokens INTEGER NOT NULL,
-    output_tokens INTEGER NOT NULL,
-    duration_ms REAL NOT NULL,
-    at_ms INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS rests(
-    id INTEGER PRIMARY KEY,
-    server TEXT NOT NULL,
-    job_id TEXT,
-    failures INTEGER NOT NULL,
-    cooldown_s REAL NOT NULL,
-    reason TEXT NOT NULL,
-    at_ms INTEGER NOT NULL
-);
-"#;
-
 impl Ledger {
-    /// Opens (creating, 0o600) the database at `path`.
+    /// Opens (creating, 0o600) the SQLite database at `path`.
     pub fn open(path: &Path, result_cap: usize) -> Result<Self, LedgerError> {
+        Self::open_url(&DatabaseUrl::Sqlite(path.to_path_buf()), result_cap)
+    }
+
+    /// Opens the ledger at a database URL (`sqlite:PATH` or `postgres://…`), bringing its schema
+    /// up to date.
+    pub fn connect(url: &str, result_cap: usize) -> Result<Self, LedgerError> {
+        let parsed = DatabaseUrl::parse(url).map_err(|err| LedgerError::Open {
+            path: "database URL".into(),
+            err,
+        })?;
+        Self::open_url(&parsed, result_cap)
+    }
+
+    pub fn open_url(url: &DatabaseUrl, result_cap: usize) -> Result<Self, LedgerError> {
         let oe = |err: String| LedgerError::Open {
-            path: path.display().to_string(),
+            path: url.redacted(),
             err,
         };
-        if let Some(dir) = path.parent()
-            && !dir.as_os_str().is_empty()
-        {
-            crate::paths::ensure_private_dir(dir).map_err(|e| oe(e.to_string()))?;
-        }
-        if !path.exists() {
-            use std::os::unix::fs::OpenOptionsExt;
-            let _ = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .mode(0o600)
-                .open(path);
-        }
-        let conn = Connection::open(path).map_err(|e| oe(e.to_string()))?;
-        setup(&conn).map_err(|e| oe(e.to_string()))?;
-        Self::start(conn, result_cap).map_err(oe)
+        let conn = off_async(|| {
+            let mut conn = connect_raw(url)?;
+            schema::migrate(&mut conn)?;
+            Ok(conn)
+        })
+        .map_err(|e| oe(e.0))?;
+        Self::start(conn, url.clone(), result_cap).map_err(oe)
+    }
+
+    /// Brings the schema at `url` up to date without opening a ledger (`maljan db migrate`);
+    /// returns (version before, version now).
+    pub fn migrate(url: &str) -> Result<(i64, i64), LedgerError> {
+        let parsed = DatabaseUrl::parse(url).map_err(|err| LedgerError::Open {
+            path: "database URL".into(),
+            err,
+        })?;
+        let oe = |e: DbError| LedgerError::Open {
+            path: parsed.redacted(),
+            err: e.0,
+        };
+        off_async(|| schema::migrate(&mut connect_raw(&parsed)?)).map_err(oe)
     }
 
     /// A private in-memory ledger (tests, the conformance client).
     pub fn open_in_memory() -> Self {
-        let conn = Connection::open_in_memory().expect("sqlite in memory");
-        setup(&conn).expect("schema");
-        Self::start(conn, 256 * 1024).expect("ledger writer thread")
+        let conn = rusqlite::Connection::open_in_memory().expect("sqlite in memory");
+        let mut conn = Conn::Sqlite(conn);
+        sqlite_setup(&mut conn).expect("sqlite pragmas");
+        schema::migrate(&mut conn).expect("schema");
+        let url = DatabaseUrl::Sqlite(":memory:".into());
+        Self::start(conn, url, 256 * 1024).expect("ledger writer thread")
     }
 
-    fn start(conn: Connection, result_cap: usize) -> Result<Self, String> {
+    fn start(conn: Conn, url: DatabaseUrl, result_cap: usize) -> Result<Self, String> {
         let writer = Writer::start(conn).map_err(|e| format!("ledger writer thread: {e}"))?;
         Ok(Self {
-            inner: Arc::new(Inner { writer, result_cap }),
+            inner: Arc::new(Inner {
+                writer,
+                result_cap,
+                url,
+            }),
+        })
+    }
+
+    /// Where this ledger lives.
+    pub fn url(&self) -> &DatabaseUrl {
+        &self.inner.url
+    }
+
+    pub fn engine(&self) -> Engine {
+        match self.inner.url {
+            DatabaseUrl::Sqlite(_) => Engine::Sqlite,
+            DatabaseUrl::Postgres(_) => Engine::Postgres,
+        }
+    }
+
+    /// The schema version this ledger is at.
+    pub fn schema_version(&self) -> Result<i64, LedgerError> {
+        self.read(|c| {
+            c.query_one(
+                "SELECT COALESCE(MAX(version), 0) FROM schema_version",
+                vals![],
+            )?
+            .i64(0)
         })
     }
 
@@ -261,13 +245,13 @@ impl Ledger {
     /// Runs `f` on the writer thread, after everything queued before it, and waits for it.
     fn with_conn<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut Connection) -> T + Send + 'static,
+        f: impl FnOnce(&mut Conn) -> T + Send + 'static,
     ) -> Result<T, LedgerError> {
         // A plain blocking channel: a synchronous caller waits synchronously. (Blocking on a tokio
         // oneshot from inside a tokio task spun on the task's exhausted coop budget at 100% CPU,
         // about 2.5 s per call in the console bench.)
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        let job = Box::new(move |c: &mut Connection| {
+        let job = Box::new(move |c: &mut Conn| {
             let _ = tx.send(f(c));
         });
         if !self.inner.writer.send(Op::Run(job)) {
@@ -278,11 +262,19 @@ impl Ledger {
 
     fn write(
         &self,
-        f: impl FnOnce(&mut Connection) -> rusqlite::Result<usize> + Send + 'static,
+        f: impl FnOnce(&mut Conn) -> DbResult<u64> + Send + 'static,
     ) -> Result<(), LedgerError> {
         self.with_conn(f)?
             .map(|_| ())
-            .map_err(|e| LedgerError::Write(e.to_string()))
+            .map_err(|e| LedgerError::Write(e.0))
+    }
+
+    /// Runs a read on the writer thread (after the writes queued before it).
+    fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Conn) -> DbResult<T> + Send + 'static,
+    ) -> Result<T, LedgerError> {
+        self.with_conn(f)?.map_err(|e| LedgerError::Read(e.0))
     }
 
     pub fn create_job(
@@ -295,18 +287,20 @@ impl Ledger {
         let sample = sample.map(|(p, h, n)| (p.to_string(), h.to_string(), n));
         self.write(move |c| {
             let s = sample.as_ref();
-            c.prepare_cached(
-                "INSERT OR IGNORE INTO jobs(job_id, label, sample_path, sample_sha256, sample_size, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?
-            .execute(params![job_id, label, s.map(|s| &s.0), s.map(|s| &s.1), s.map(|s| s.2), crate::time::now_ms()])
+            c.execute(
+                "INSERT INTO jobs(job_id, label, sample_path, sample_sha256, sample_size, created_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING",
+                vals![job_id, label, s.map(|s| &s.0), s.map(|s| &s.1), s.map(|s| s.2), crate::time::now_ms()],
+            )
         })
     }
 
     pub fn finish_job(&self, job_id: &str, status: &str) -> Result<(), LedgerError> {
         let (job_id, status) = (job_id.to_string(), status.to_string());
         self.write(move |c| {
-            c.prepare_cached("UPDATE jobs SET status = ?2, finished_at_ms = ?3 WHERE job_id = ?1")?
-                .execute(params![job_id, status, crate::time::now_ms()])
+            c.execute(
+                "UPDATE jobs SET status = ?2, finished_at_ms = ?3 WHERE job_id = ?1",
+                vals![job_id, status, crate::time::now_ms()],
+            )
         })
     }
 
@@ -314,10 +308,10 @@ impl Ledger {
     pub fn add_degradation(&self, job_id: &str, reason: &str) -> Result<(), LedgerError> {
         let (job_id, reason) = (job_id.to_string(), reason.to_string());
         self.write(move |c| {
-            c.prepare_cached(
-                "INSERT OR IGNORE INTO degradations(job_id, reason, at_ms) VALUES (?1, ?2, ?3)",
-            )?
-            .execute(params![job_id, reason, crate::time::now_ms()])
+            c.execute(
+                "INSERT INTO degradations(job_id, reason, at_ms) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
+                vals![job_id, reason, crate::time::now_ms()],
+            )
         })
     }
 
@@ -335,10 +329,10 @@ impl Ledger {
             reason.to_string(),
         );
         self.write(move |c| {
-            c.prepare_cached(
+            c.execute(
                 "INSERT INTO rests(server, job_id, failures, cooldown_s, reason, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?
-            .execute(params![server, job_id, failures, cooldown_s, reason, crate::time::now_ms()])
+                vals![server, job_id, failures, cooldown_s, reason, crate::time::now_ms()],
+            )
         })
     }
 
@@ -346,72 +340,68 @@ impl Ledger {
     pub fn add_call_note(&self, job_id: &str, ev_id: &str, note: &str) -> Result<(), LedgerError> {
         let (job_id, ev_id, note) = (job_id.to_string(), ev_id.to_string(), note.to_string());
         self.write(move |c| {
-            c.prepare_cached(
+            c.execute(
                 "INSERT INTO call_notes(job_id, ev_id, note, at_ms) VALUES (?1, ?2, ?3, ?4)",
-            )?
-            .execute(params![job_id, ev_id, note, crate::time::now_ms()])
+                vals![job_id, ev_id, note, crate::time::now_ms()],
+            )
         })
     }
 
     /// A job's call notes, oldest first: (ev_id, note).
     pub fn call_notes(&self, job_id: &str) -> Result<Vec<(String, String)>, LedgerError> {
         let job_id = job_id.to_string();
-        self.read(move |conn| {
-            let mut st =
-                conn.prepare("SELECT ev_id, note FROM call_notes WHERE job_id = ?1 ORDER BY id")?;
-            st.query_map([job_id], |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect()
+        self.read(move |c| {
+            c.query(
+                "SELECT ev_id, note FROM call_notes WHERE job_id = ?1 ORDER BY id",
+                vals![job_id],
+            )?
+            .iter()
+            .map(|r| Ok((r.text(0)?, r.text(1)?)))
+            .collect()
         })
     }
 
     /// Records one model request's tokens.
     pub fn record_model_usage(&self, u: ModelUsage) -> Result<(), LedgerError> {
         self.write(move |c| {
-            c.prepare_cached(
+            c.execute(
                 "INSERT INTO model_usage(job_id, stage, provider, model, input_tokens, output_tokens, duration_ms, at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )?
-            .execute(params![
-                u.job_id,
-                u.stage,
-                u.provider,
-                u.model,
-                u.input_tokens as i64,
-                u.output_tokens as i64,
-                u.duration_ms,
-                crate::time::now_ms()
-            ])
+                vals![
+                    u.job_id,
+                    u.stage,
+                    u.provider,
+                    u.model,
+                    u.input_tokens as i64,
+                    u.output_tokens as i64,
+                    u.duration_ms,
+                    crate::time::now_ms()
+                ],
+            )
         })
     }
 
     /// A job's model requests, oldest first.
     pub fn model_usage(&self, job_id: &str) -> Result<Vec<ModelUsage>, LedgerError> {
         let job_id = job_id.to_string();
-        self.read(move |conn| {
-            let mut st = conn.prepare(
+        self.read(move |c| {
+            c.query(
                 "SELECT job_id, stage, provider, model, input_tokens, output_tokens, duration_ms FROM model_usage WHERE job_id = ?1 ORDER BY id",
-            )?;
-            st.query_map([job_id], |r| {
+                vals![job_id],
+            )?
+            .iter()
+            .map(|r| {
                 Ok(ModelUsage {
-                    job_id: r.get(0)?,
-                    stage: r.get(1)?,
-                    provider: r.get(2)?,
-                    model: r.get(3)?,
-                    input_tokens: r.get::<_, i64>(4)? as u64,
-                    output_tokens: r.get::<_, i64>(5)? as u64,
-                    duration_ms: r.get(6)?,
+                    job_id: r.text(0)?,
+                    stage: r.text(1)?,
+                    provider: r.text(2)?,
+                    model: r.text(3)?,
+                    input_tokens: r.i64(4)? as u64,
+                    output_tokens: r.i64(5)? as u64,
+                    duration_ms: r.f64(6)?,
                 })
-            })?
+            })
             .collect()
         })
-    }
-
-    /// Runs a read on the writer thread (after the writes queued before it).
-    fn read<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
-    ) -> Result<T, LedgerError> {
-        self.with_conn(f)?
-            .map_err(|e| LedgerError::Read(e.to_string()))
     }
 
     /// Calls, oldest first: one job's, or the last `limit` of all.
@@ -427,11 +417,12 @@ impl Ledger {
     /// Number of recorded calls (all jobs, or one).
     pub fn count(&self, job_id: Option<&str>) -> Result<i64, LedgerError> {
         let job_id = job_id.map(str::to_string);
-        self.read(move |conn| match job_id {
-            Some(j) => conn.query_row("SELECT COUNT(*) FROM calls WHERE job_id = ?1", [j], |r| {
-                r.get(0)
-            }),
-            None => conn.query_row("SELECT COUNT(*) FROM calls", [], |r| r.get(0)),
+        self.read(move |c| {
+            match job_id {
+                Some(j) => c.query_one("SELECT COUNT(*) FROM calls WHERE job_id = ?1", vals![j]),
+                None => c.query_one("SELECT COUNT(*) FROM calls", vals![]),
+            }?
+            .i64(0)
         })
     }
 
@@ -458,23 +449,61 @@ impl Ledger {
     /// Whether a job exists.
     pub fn has_job(&self, job_id: &str) -> Result<bool, LedgerError> {
         let job_id = job_id.to_string();
-        self.read(move |conn| {
-            conn.query_row("SELECT 1 FROM jobs WHERE job_id = ?1", [job_id], |_| Ok(()))
-                .optional()
-                .map(|o| o.is_some())
+        self.read(move |c| {
+            Ok(
+                c.query_opt("SELECT 1 FROM jobs WHERE job_id = ?1", vals![job_id])?
+                    .is_some(),
+            )
         })
     }
 }
 
-fn setup(conn: &Connection) -> rusqlite::Result<()> {
-    conn.busy_timeout(std::time::Duration::from_secs(10))?;
-    let _: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+/// Runs `f` on a thread of its own: the PostgreSQL client blocks on a runtime of its own, which
+/// tokio refuses inside a runtime (the callers are often async).
+fn off_async<T: Send>(f: impl FnOnce() -> DbResult<T> + Send) -> DbResult<T> {
+    std::thread::scope(|s| {
+        s.spawn(f)
+            .join()
+            .unwrap_or_else(|_| Err(DbError("the database connection panicked".into())))
+    })
+}
+
+/// A raw connection to `url` (SQLite: created 0o600 in a private directory, WAL).
+pub(crate) fn connect_raw(url: &DatabaseUrl) -> DbResult<Conn> {
+    match url {
+        DatabaseUrl::Postgres(u) => Conn::postgres(u),
+        DatabaseUrl::Sqlite(path) => {
+            if let Some(dir) = path.parent()
+                && !dir.as_os_str().is_empty()
+            {
+                crate::paths::ensure_private_dir(dir).map_err(|e| DbError(e.to_string()))?;
+            }
+            if !path.exists() {
+                use std::os::unix::fs::OpenOptionsExt;
+                let _ = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .mode(0o600)
+                    .open(path);
+            }
+            let mut conn = Conn::Sqlite(rusqlite::Connection::open(path)?);
+            sqlite_setup(&mut conn)?;
+            Ok(conn)
+        }
+    }
+}
+
+fn sqlite_setup(conn: &mut Conn) -> DbResult<()> {
+    let Conn::Sqlite(c) = conn else {
+        return Ok(());
+    };
+    c.busy_timeout(std::time::Duration::from_secs(10))?;
+    let _: String = c.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
     // NORMAL: a commit reaches the WAL file (and so survives a process kill) without an fsync per
     // commit; only checkpoints sync.
-    conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA temp_store=MEMORY;")?;
-    conn.execute_batch(SCHEMA)?;
-    conn.execute_batch(browse::SCHEMA)?;
-    conn.execute_batch(children::SCHEMA)
+    c.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA temp_store=MEMORY;")?;
+    Ok(())
 }
 
 fn stopped() -> LedgerError {
@@ -496,6 +525,16 @@ fn cap(mut text: String, max: usize) -> (String, bool) {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// A fresh ledger on each engine: in-memory SQLite, and a new database on the test
+    /// PostgreSQL server (maljan-testkit starts it; a machine without it fails, saying so).
+    pub(crate) fn engines() -> Vec<Ledger> {
+        let pg = maljan_testkit::postgres::fresh_database();
+        vec![
+            Ledger::open_in_memory(),
+            Ledger::connect(&pg, 256 * 1024).expect("the test PostgreSQL"),
+        ]
+    }
 
     pub(crate) fn entry(job: &str, ev: &str) -> LedgerEntry {
         LedgerEntry {
@@ -545,27 +584,76 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn call_notes_and_model_usage_read_back_per_job() {
-        let l = Ledger::open_in_memory();
-        l.add_call_note("j", "ev_0002", "arguments repaired")
-            .unwrap();
-        l.add_call_note("k", "ev_0001", "other job").unwrap();
+    fn records_read_back_in_order_on_postgres_too() {
+        let l = Ledger::connect(&maljan_testkit::postgres::fresh_database(), 10).unwrap();
         assert_eq!(
-            l.call_notes("j").unwrap(),
-            [("ev_0002".to_string(), "arguments repaired".to_string())]
+            (l.engine(), l.schema_version().unwrap()),
+            (Engine::Postgres, SCHEMA_VERSION)
         );
-        let u = ModelUsage {
-            job_id: "j".into(),
-            stage: "analyst".into(),
-            provider: "openai".into(),
-            model: "m".into(),
-            input_tokens: 120,
-            output_tokens: 7,
-            duration_ms: 3.5,
-        };
-        l.record_model_usage(u.clone()).unwrap();
-        assert_eq!(l.model_usage("j").unwrap(), [u]);
-        assert!(l.model_usage("k").unwrap().is_empty());
+        l.create_job("j1", "test", Some(("/s", "ab", 3))).unwrap();
+        l.create_job("j1", "again", None).unwrap();
+        l.record(entry("j1", "ev_0001")).unwrap();
+        let mut long = entry("j1", "ev_0002");
+        let (text, cut) = l.cap_result("x".repeat(50));
+        (long.result, long.result_truncated, long.ok) = (Some(text), cut, false);
+        long.started_at = crate::time::rfc3339_ms(long.started_at_ms);
+        l.record(long.clone()).unwrap();
+        let calls = l.calls(Some("j1"), 100).unwrap();
+        assert_eq!(calls[1], long);
+        assert_eq!(calls[0].args, r#"{"b":1,"a":2}"#);
+        assert_eq!(l.calls(None, 1).unwrap()[0].ev_id, "ev_0002");
+        l.add_degradation("j1", "r").unwrap();
+        l.add_degradation("j1", "r").unwrap();
+        l.record_rest("s", Some("j1"), 3, 60.0, "timeouts").unwrap();
+        l.finish_job("j1", "degraded").unwrap();
+        let job = l.job("j1").unwrap().unwrap();
+        assert_eq!(
+            (job.calls, job.failed_calls, job.degradations.len()),
+            (2, 1, 1)
+        );
+        assert_eq!(
+            (job.label.as_str(), job.status.as_str()),
+            ("test", "degraded")
+        );
+        assert_eq!(job.sample_size, Some(3));
+        assert!(job.finished_at.is_some() && l.has_job("j1").unwrap() && !l.has_job("j2").unwrap());
+        // Opening again finds the schema current and runs nothing.
+        assert_eq!(
+            Ledger::migrate(&postgres_url(&l)).unwrap(),
+            (SCHEMA_VERSION, SCHEMA_VERSION)
+        );
+    }
+
+    fn postgres_url(l: &Ledger) -> String {
+        match l.url() {
+            DatabaseUrl::Postgres(u) => u.clone(),
+            DatabaseUrl::Sqlite(_) => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn call_notes_and_model_usage_read_back_per_job() {
+        for l in engines() {
+            l.add_call_note("j", "ev_0002", "arguments repaired")
+                .unwrap();
+            l.add_call_note("k", "ev_0001", "other job").unwrap();
+            assert_eq!(
+                l.call_notes("j").unwrap(),
+                [("ev_0002".to_string(), "arguments repaired".to_string())]
+            );
+            let u = ModelUsage {
+                job_id: "j".into(),
+                stage: "analyst".into(),
+                provider: "openai".into(),
+                model: "m".into(),
+                input_tokens: 120,
+                output_tokens: 7,
+                duration_ms: 3.5,
+            };
+            l.record_model_usage(u.clone()).unwrap();
+            assert_eq!(l.model_usage("j").unwrap(), [u]);
+            assert!(l.model_usage("k").unwrap().is_empty());
+        }
     }
 
     #[test]
@@ -579,39 +667,41 @@ pub(crate) mod tests {
 
     #[test]
     fn concurrent_writers_all_land() {
-        let l = Ledger::open_in_memory();
-        std::thread::scope(|s| {
-            for t in 0..8 {
-                let l = l.clone();
-                s.spawn(move || {
-                    for i in 0..200 {
-                        l.record(entry("j", &format!("ev_{t}_{i}"))).unwrap();
-                    }
-                });
-            }
-        });
-        assert_eq!(l.count(Some("j")).unwrap(), 1600);
+        for l in engines() {
+            std::thread::scope(|s| {
+                for t in 0..8 {
+                    let l = l.clone();
+                    s.spawn(move || {
+                        for i in 0..200 {
+                            l.record(entry("j", &format!("ev_{t}_{i}"))).unwrap();
+                        }
+                    });
+                }
+            });
+            assert_eq!(l.count(Some("j")).unwrap(), 1600);
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_appends_share_commits_and_all_land() {
-        let l = Ledger::open_in_memory();
-        let tasks: Vec<_> = (0..64)
-            .map(|t| {
-                let l = l.clone();
-                tokio::spawn(async move {
-                    for i in 0..50 {
-                        l.append(entry("j", &format!("ev_{t}_{i}"))).await.unwrap();
-                    }
+        for l in tokio::task::spawn_blocking(engines).await.unwrap() {
+            let tasks: Vec<_> = (0..64)
+                .map(|t| {
+                    let l = l.clone();
+                    tokio::spawn(async move {
+                        for i in 0..50 {
+                            l.append(entry("j", &format!("ev_{t}_{i}"))).await.unwrap();
+                        }
+                    })
                 })
-            })
-            .collect();
-        for t in tasks {
-            t.await.unwrap();
+                .collect();
+            for t in tasks {
+                t.await.unwrap();
+            }
+            assert_eq!(l.count(Some("j")).unwrap(), 3200);
+            // 64 callers at once: rows are grouped, far fewer commits than rows.
+            assert!(l.commits() < 3200 / 2, "{} commits", l.commits());
         }
-        assert_eq!(l.count(Some("j")).unwrap(), 3200);
-        // 64 callers at once: rows are grouped, far fewer commits than rows.
-        assert!(l.commits() < 3200 / 2, "{} commits", l.commits());
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The ledger's writer thread: the only owner of the SQLite connection.
+//! The ledger's writer thread: the only owner of the ledger's connection (either engine).
 //!
 //! Records arrive over a channel, each with an acknowledgement to send once the transaction
 //! holding its row has committed (WAL with `synchronous=NORMAL`: the commit is in the WAL file,
@@ -18,17 +18,22 @@ use std::{
     thread::JoinHandle,
 };
 
-use rusqlite::{Connection, params};
 use tokio::sync::oneshot;
 
-use super::LedgerEntry;
+use super::{
+    LedgerEntry,
+    db::{Conn, DbResult, vals},
+};
 
 /// Enough rows per transaction that a commit's fixed cost is spread thin, few enough that the
 /// first caller in a batch does not wait long for the last row to be written.
 pub(super) const MAX_BATCH: usize = 1024;
 
+/// How long records wait for a PostgreSQL server that went away before they fail.
+const RECONNECT_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 pub(super) type Ack = oneshot::Sender<Result<(), String>>;
-type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+type Job = Box<dyn FnOnce(&mut Conn) + Send>;
 
 pub(super) enum Op {
     /// A record whose caller waits for the commit.
@@ -45,7 +50,7 @@ pub(super) struct Writer {
 }
 
 impl Writer {
-    pub(super) fn start(conn: Connection) -> std::io::Result<Self> {
+    pub(super) fn start(conn: Conn) -> std::io::Result<Self> {
         let (tx, rx) = std::sync::mpsc::channel();
         let commits = Arc::new(AtomicU64::new(0));
         let counter = commits.clone();
@@ -81,7 +86,7 @@ impl Drop for Writer {
     }
 }
 
-fn run(mut conn: Connection, rx: Receiver<Op>, commits: &AtomicU64) {
+fn run(mut conn: Conn, rx: Receiver<Op>, commits: &AtomicU64) {
     let mut batch: Vec<(Box<LedgerEntry>, Ack)> = Vec::with_capacity(64);
     while let Ok(first) = rx.recv() {
         let mut next = Some(first);
@@ -106,12 +111,17 @@ fn run(mut conn: Connection, rx: Receiver<Op>, commits: &AtomicU64) {
 
 /// Writes the rows in one transaction and acknowledges each. If the transaction fails, each row
 /// is tried on its own so one bad row does not fail its neighbours.
-fn commit(conn: &mut Connection, batch: &mut Vec<(Box<LedgerEntry>, Ack)>, commits: &AtomicU64) {
+fn commit(conn: &mut Conn, batch: &mut Vec<(Box<LedgerEntry>, Ack)>, commits: &AtomicU64) {
     if batch.is_empty() {
         return;
     }
     commits.fetch_add(1, Ordering::Relaxed);
-    if write_rows(conn, batch.iter().map(|(e, _)| &**e)).is_ok() {
+    let mut written = write_rows(conn, batch.iter().map(|(e, _)| &**e)).is_ok();
+    // PostgreSQL restarting: the callers wait for it (a while) rather than lose their rows.
+    if !written && conn.is_broken() && conn.reconnect_within(RECONNECT_WAIT) {
+        written = write_rows(conn, batch.iter().map(|(e, _)| &**e)).is_ok();
+    }
+    if written {
         for (_, ack) in batch.drain(..) {
             let _ = ack.send(Ok(()));
         }
@@ -125,37 +135,30 @@ fn commit(conn: &mut Connection, batch: &mut Vec<(Box<LedgerEntry>, Ack)>, commi
 const INSERT_CALL: &str = "INSERT INTO calls(job_id, ev_id, server, tool, args, result, result_truncated, ok, error_code, message, remediation, started_at_ms, wait_ms, duration_ms, trial)
      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)";
 
-fn write_rows<'a>(
-    conn: &mut Connection,
-    rows: impl Iterator<Item = &'a LedgerEntry>,
-) -> rusqlite::Result<()> {
-    let tx = conn.transaction()?;
-    {
-        let mut stmt = tx.prepare_cached(INSERT_CALL)?;
+fn write_rows<'a>(conn: &mut Conn, rows: impl Iterator<Item = &'a LedgerEntry>) -> DbResult<()> {
+    conn.transaction(|c| {
         for e in rows {
-            insert(&mut stmt, e)?;
+            c.execute(
+                INSERT_CALL,
+                vals![
+                    &e.job_id,
+                    &e.ev_id,
+                    &e.server,
+                    &e.tool,
+                    &e.args,
+                    e.result.as_ref(),
+                    e.result_truncated,
+                    e.ok,
+                    e.error_code.as_ref(),
+                    e.message.as_ref(),
+                    e.remediation.as_ref(),
+                    e.started_at_ms,
+                    e.wait_ms,
+                    e.duration_ms,
+                    e.trial
+                ],
+            )?;
         }
-    }
-    tx.commit()
-}
-
-fn insert(stmt: &mut rusqlite::CachedStatement<'_>, e: &LedgerEntry) -> rusqlite::Result<()> {
-    stmt.execute(params![
-        e.job_id,
-        e.ev_id,
-        e.server,
-        e.tool,
-        e.args,
-        e.result,
-        e.result_truncated,
-        e.ok,
-        e.error_code,
-        e.message,
-        e.remediation,
-        e.started_at_ms,
-        e.wait_ms,
-        e.duration_ms,
-        e.trial
-    ])
-    .map(|_| ())
+        Ok(())
+    })
 }
