@@ -12,6 +12,8 @@
 //!   under its real host's name; [`drives`]), and [`DriveFixture`] to start one from a test.
 //! - The conformance client (`maljan-conformance-client`) for the official suite's client
 //!   scenarios, built on maljan-client's runtime.
+//! - [`postgres`]: a real PostgreSQL server (Debian's, `initdb` in a temp directory, a free port)
+//!   for the ledger's PostgreSQL engine; it dies with the test process.
 //! - [`rar`]: stored RAR 4 and RAR 5 archives written byte by byte (nothing here writes RAR).
 //! - [`bin_path`]: builds this crate's (or another package's) binaries once per test process and
 //!   returns the path, so tests in other crates can start them.
