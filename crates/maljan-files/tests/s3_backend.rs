@@ -1,6 +1,7 @@
 //! FA_s3_* against a real S3-compatible server (moto, started here on 127.0.0.1): a 100 MiB
 //! round trip with its SHA-256 checked, listing, delete, upload_dir, a refused private
-//! endpoint, confinement of the local side, transfers cut halfway, and FA_s3_later_init.
+//! endpoint, confinement of the local side, transfers cut halfway, an upload the store refuses, and
+//! FA_s3_later_init.
 
 mod common;
 #[path = "common/peers.rs"]
@@ -42,6 +43,23 @@ async fn s3_against_moto() {
         .call("FA_s3_list_bucket", json!({"bucket": "no-such-bucket"}))
         .await;
     assert_eq!(missing, Err("tool_failed".into()));
+
+    // An upload the store refuses at its end (the bucket is missing) fails with the store's
+    // reason, small (one PUT) and multipart alike; it used to answer "the tool panicked".
+    for (name, size) in [("small.bin", 10usize), ("large.bin", 12 << 20)] {
+        let local = h.write(name, vec![7u8; size]);
+        let (code, message) = h
+            .error(
+                "FA_s3_upload_file",
+                json!({"file_path": local, "bucket": "no-such-bucket", "key": name}),
+            )
+            .await;
+        assert_eq!(code, "tool_failed", "{name}: {message}");
+        assert!(
+            message.contains("uploading") && !message.contains("panicked"),
+            "{name}: {message}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

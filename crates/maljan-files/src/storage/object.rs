@@ -326,8 +326,9 @@ pub(crate) async fn upload(
         .writer
         .take()
         .expect("the writer is held until the end");
+    // A failed shutdown has already aborted the multipart upload (object_store's
+    // WriteMultipart::finish does); aborting again panics inside object_store.
     if let Err(e) = writer.shutdown().await {
-        let _ = writer.abort().await;
         return Err(ToolError::tool_failed(format!(
             "uploading {local} failed: {}",
             io_message(&e)

@@ -146,8 +146,9 @@ pub(crate) async fn write(
                 }
             }
             let mut w = upload.writer.take().expect("held until the end");
+            // A failed shutdown has already aborted the multipart upload (object_store's
+            // WriteMultipart::finish does); aborting again panics inside object_store.
             if let Err(e) = w.shutdown().await {
-                let _ = w.abort().await;
                 return Err(ToolError::tool_failed(format!(
                     "writing {} failed: {}",
                     to.shown(),
