@@ -1,7 +1,7 @@
 //! FA_s3_* against a real S3-compatible server (moto, started here on 127.0.0.1): a 100 MiB
 //! round trip with its SHA-256 checked, listing, delete, upload_dir, a refused private
-//! endpoint, confinement of the local side, transfers cut halfway, an upload the store refuses, and
-//! FA_s3_later_init.
+//! endpoint, confinement of the local side, transfers cut halfway, an upload the store refuses,
+//! and FA_s3_later_init.
 
 mod common;
 #[path = "common/peers.rs"]
