@@ -56,14 +56,23 @@ fn jobs_page(
     page: usize,
     per_page: usize,
 ) -> DbResult<Page<JobRow>> {
+    // Two texts rather than `?1 IS NULL OR status = ?1`: the planner can then walk the
+    // (status, created_at_ms) index for a status, and the created_at_ms one without.
+    let filter = if status.is_some() {
+        "status = ?1"
+    } else {
+        "CAST(?1 AS TEXT) IS NULL"
+    };
     let total = conn
         .query_one(
-            "SELECT COUNT(*) FROM jobs WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1)",
+            &format!("SELECT COUNT(*) FROM jobs WHERE {filter}"),
             vals![status],
         )?
         .i64(0)?;
     let ids = conn.query(
-        "SELECT job_id FROM jobs WHERE (CAST(?1 AS TEXT) IS NULL OR status = ?1) ORDER BY created_at_ms DESC, rowid DESC LIMIT ?2 OFFSET ?3",
+        &format!(
+            "SELECT job_id FROM jobs WHERE {filter} ORDER BY created_at_ms DESC, rowid DESC LIMIT ?2 OFFSET ?3"
+        ),
         vals![status, per_page, offset(page, per_page)],
     )?;
     let mut items = Vec::with_capacity(ids.len());

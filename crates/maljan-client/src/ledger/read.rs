@@ -74,13 +74,22 @@ pub(super) fn read_jobs(
     job_id: Option<&str>,
     limit: usize,
 ) -> DbResult<Vec<JobRow>> {
-    let sql = "SELECT j.job_id, j.label, j.sample_path, j.sample_sha256, j.sample_size, j.created_at_ms, j.finished_at_ms, j.status,
+    // Two texts rather than `?1 IS NULL OR job_id = ?1`: one job is then a primary-key lookup,
+    // not a walk of the jobs_created index.
+    let filter = if job_id.is_some() {
+        "j.job_id = ?1"
+    } else {
+        "CAST(?1 AS TEXT) IS NULL"
+    };
+    let sql = format!(
+        "SELECT j.job_id, j.label, j.sample_path, j.sample_sha256, j.sample_size, j.created_at_ms, j.finished_at_ms, j.status,
            (SELECT COUNT(*) FROM calls c WHERE c.job_id = j.job_id),
            (SELECT COUNT(*) FROM calls c WHERE c.job_id = j.job_id AND c.ok = 0)
-           FROM jobs j WHERE (CAST(?1 AS TEXT) IS NULL OR j.job_id = ?1) ORDER BY j.created_at_ms DESC, j.rowid DESC LIMIT ?2";
+           FROM jobs j WHERE {filter} ORDER BY j.created_at_ms DESC, j.rowid DESC LIMIT ?2"
+    );
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let mut rows = conn
-        .query(sql, vals![job_id, limit])?
+        .query(&sql, vals![job_id, limit])?
         .iter()
         .map(|r| {
             Ok(JobRow {
