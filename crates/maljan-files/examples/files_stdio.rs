@@ -24,6 +24,7 @@ async fn main() -> anyhow::Result<()> {
         allow_loopback_downloads: false,
         extraction: Default::default(),
         storage: Default::default(),
+        state_dir: None,
     });
     let server = ToolServer::new("maljan-files", env!("CARGO_PKG_VERSION"), registry);
     serve_stdio(server, StdioOptions::default()).await

@@ -56,6 +56,7 @@ async fn main() {
         allow_loopback_downloads: false,
         extraction: Default::default(),
         storage,
+        state_dir: None,
     });
     let server = ToolServer::new("bench", "0", reg);
     let back = format!("{dir}/maljan-back.bin");

@@ -4,7 +4,8 @@
 //! It owns the actions themselves (local files and directories, archives, checksums and integrity,
 //! search, the guarded HTTP download, text, structured data, crypto, conditional dispatch and the
 //! action-list executors, remote storage: S3, Azure Blob and GCS over the operator's storage
-//! profiles) and the per-server state some of them keep (integrity watches, storage sessions).
+//! profiles) and the per-server state some of them keep (integrity watches, storage sessions;
+//! what must outlive the process goes in the state database, `state`).
 //! Every local path argument goes through the server's [`Roots`](maljan_server::Roots); every
 //! remote endpoint through the same SSRF policy as FA_download_file.
 //!
@@ -36,6 +37,7 @@ mod local;
 mod parquet;
 mod paths;
 mod search;
+mod state;
 pub mod storage;
 mod sync;
 mod tar;
@@ -57,6 +59,9 @@ pub struct FilesConfig {
     pub extraction: ExtractionLimits,
     /// The operator's remote storage profiles (`--storage-config`); empty by default.
     pub storage: StorageConfig,
+    /// Where the server keeps what outlives it (`--state-dir`): schedules, watches, pipeline runs,
+    /// the audit trail. None keeps them in memory, gone with the process.
+    pub state_dir: Option<std::path::PathBuf>,
 }
 
 /// What every action of this crate shares: the configuration and the server's own state.
@@ -68,6 +73,9 @@ pub(crate) struct Config {
     pub(crate) storage: storage::Storage,
     /// Running integrity monitors (FA_integrity_watch_*), stopped when the server goes away.
     pub(crate) watches: watch::Watches,
+    /// The durable state (SQLite in the state directory, or in memory).
+    #[allow(dead_code)] // read by the stateful actions as they arrive
+    pub(crate) state: state::StateDb,
     /// Each tool's parameter names in order, to bind positional arguments in action lists.
     pub(crate) params: std::sync::OnceLock<std::collections::HashMap<String, Vec<String>>>,
 }
@@ -80,6 +88,7 @@ pub fn registry(config: FilesConfig) -> Registry {
         extraction: config.extraction,
         storage: storage::Storage::new(config.storage),
         watches: Default::default(),
+        state: state::StateDb::new(config.state_dir),
         params: Default::default(),
     });
     let mut reg = Registry::new();

@@ -339,6 +339,7 @@ pub(crate) fn rooted_at(dir: &Path) -> Config {
         extraction: Default::default(),
         storage: Default::default(),
         watches: Default::default(),
+        state: crate::state::StateDb::new(None),
         params: Default::default(),
     }
 }

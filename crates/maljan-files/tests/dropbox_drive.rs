@@ -375,6 +375,7 @@ async fn refusals(h: &Harness) {
         allow_loopback_downloads: false,
         extraction: Default::default(),
         storage: StorageConfig::default(),
+        state_dir: None,
     });
     let schema = &reg.get("FA_dropbox_later_init").unwrap().input_schema;
     assert_eq!(

@@ -247,6 +247,7 @@ fn read_only_hides_the_writers(h: &Harness) {
         allow_loopback_downloads: false,
         extraction: Default::default(),
         storage: StorageConfig::default(),
+        state_dir: None,
     });
     let mut drives: Vec<(String, bool)> = reg
         .tools()

@@ -56,6 +56,10 @@ pub struct PolicyArgs {
     /// FA_s3_*, FA_azure_blob_* and FA_gcs_* actions use (files). Read once at start-up.
     #[arg(long, value_name = "FILE", env = "MALJAN_STORAGE_CONFIG")]
     pub storage_config: Option<PathBuf>,
+    /// Where the server keeps what outlives it: schedules, watches, pipeline runs and the audit
+    /// trail, in files.sqlite3 (files). Default: <data dir>/files-state.
+    #[arg(long, value_name = "DIR", env = "MALJAN_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
     /// Directory of YARA rules for yara_scan (analysis).
     #[arg(long, value_name = "DIR", env = "MALJAN_YARA_RULES")]
     pub rules_dir: Option<PathBuf>,
@@ -187,6 +191,12 @@ pub fn build_server(
                     .map_err(|e| anyhow::anyhow!("--storage-config: {e}"))?,
                 None => Default::default(),
             },
+            state_dir: Some(
+                policy
+                    .state_dir
+                    .clone()
+                    .unwrap_or_else(|| maljan_client::paths::data_dir().join("files-state")),
+            ),
         }),
         BuiltIn::Analysis => maljan_analysis::registry(maljan_analysis::AnalysisConfig {
             roots,
@@ -346,6 +356,7 @@ mod tests {
             max_extracted_files: 100_000,
             max_expansion_ratio: 200,
             storage_config: None,
+            state_dir: None,
             rules_dir: None,
             no_builtin_rules: false,
         };

@@ -57,6 +57,7 @@ impl Harness {
             allow_loopback_downloads: loopback,
             extraction,
             storage,
+            state_dir: None,
         });
         narrow(&mut reg);
         let server = ToolServer::new("files-test", "0", reg);

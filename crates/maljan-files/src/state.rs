@@ -1,0 +1,151 @@
+//! The files server's durable state: one SQLite database, `files.sqlite3`, in the server's state
+//! directory (`maljan serve files --state-dir`), holding what must outlive the process.
+//!
+//! Every module that keeps state adds its tables as a migration to [`MIGRATIONS`], so the
+//! database has one version (`PRAGMA user_version`) and one upgrade path. Without a state
+//! directory (a library user, `maljan tools files`) the database lives in memory and dies with
+//! the process. It opens on first use: a server whose state directory cannot be opened still
+//! serves every stateless action, and the stateful ones fail with the reason.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::{Mutex, OnceLock},
+};
+
+use maljan_server::ToolError;
+use rusqlite::Connection;
+
+/// The schema, in order: entry `i` brings `user_version` from `i` to `i + 1`. Append only.
+const MIGRATIONS: &[&str] = &[
+    // 1: nothing but the version itself, so an empty database is told from a new one.
+    "CREATE TABLE IF NOT EXISTS state_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+];
+
+/// The database's file name inside the state directory.
+pub(crate) const FILE_NAME: &str = "files.sqlite3";
+
+pub(crate) struct StateDb {
+    dir: Option<PathBuf>,
+    conn: OnceLock<Result<Mutex<Connection>, String>>,
+}
+
+impl StateDb {
+    /// `dir` None keeps the state in memory.
+    pub(crate) fn new(dir: Option<PathBuf>) -> Self {
+        Self {
+            dir,
+            conn: OnceLock::new(),
+        }
+    }
+
+    /// Whether the state outlives the process.
+    #[allow(dead_code)]
+    pub(crate) fn is_durable(&self) -> bool {
+        self.dir.is_some()
+    }
+
+    /// Runs `f` on the connection (blocking: call it from `maljan_server::blocking`).
+    #[allow(dead_code)]
+    pub(crate) fn with<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, ToolError> {
+        let conn = self
+            .conn
+            .get_or_init(|| open(self.dir.as_deref()).map(Mutex::new))
+            .as_ref()
+            .map_err(|e| ToolError::not_configured(e.clone()))?;
+        // A panic while holding the lock leaves SQLite consistent (each statement is atomic).
+        let mut conn = conn.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut conn).map_err(|e| ToolError::tool_failed(format!("state database: {e}")))
+    }
+}
+
+fn open(dir: Option<&Path>) -> Result<Connection, String> {
+    let mut conn = match dir {
+        None => Connection::open_in_memory().map_err(|e| e.to_string())?,
+        Some(dir) => {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| format!("cannot create the state directory {}: {e}", dir.display()))?;
+            let path = dir.join(FILE_NAME);
+            let conn = Connection::open(&path)
+                .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+            conn.pragma_update(None, "journal_mode", "WAL")
+                .map_err(|e| e.to_string())?;
+            conn
+        }
+    };
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(|e| e.to_string())?;
+    migrate(&mut conn).map_err(|e| format!("state database migration: {e}"))?;
+    Ok(conn)
+}
+
+fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    let tx = conn.transaction()?;
+    let current: usize = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if current > MIGRATIONS.len() {
+        return Err(rusqlite::Error::InvalidParameterName(format!(
+            "the state database is at version {current}, newer than this maljan ({}); \
+             use a newer maljan or another --state-dir",
+            MIGRATIONS.len()
+        )));
+    }
+    for sql in &MIGRATIONS[current..] {
+        tx.execute_batch(sql)?;
+    }
+    tx.pragma_update(None, "user_version", MIGRATIONS.len())?;
+    tx.commit()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_state_directory_is_private_and_its_schema_current() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("state");
+        let db = StateDb::new(Some(dir.clone()));
+        let version: usize = db
+            .with(|c| c.query_row("PRAGMA user_version", [], |r| r.get(0)))
+            .unwrap();
+        assert_eq!(version, MIGRATIONS.len());
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        assert!(dir.join(FILE_NAME).exists());
+        // Opening again is idempotent.
+        drop(db);
+        let again = StateDb::new(Some(dir));
+        again.with(|c| c.execute_batch("SELECT 1")).unwrap();
+    }
+
+    #[test]
+    fn an_unopenable_state_directory_fails_each_use_with_its_reason() {
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("not-a-dir");
+        std::fs::write(&file, b"x").unwrap();
+        let db = StateDb::new(Some(file.join("state")));
+        let err = db.with(|c| c.execute_batch("SELECT 1")).unwrap_err();
+        assert!(err.to_string().contains("state directory"), "{err}");
+    }
+
+    #[test]
+    fn a_newer_database_is_refused_not_downgraded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
+        {
+            let c = Connection::open(dir.join(FILE_NAME)).unwrap();
+            c.pragma_update(None, "user_version", 999).unwrap();
+        }
+        let err = StateDb::new(Some(dir))
+            .with(|c| c.execute_batch("SELECT 1"))
+            .unwrap_err();
+        assert!(err.to_string().contains("newer"), "{err}");
+    }
+}
