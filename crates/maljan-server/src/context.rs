@@ -117,6 +117,35 @@ impl ToolContext {
     }
 }
 
+/// A running server as background work sees it (a schedule firing, a watch seeing an event):
+/// what a call's [`ToolContext`] gives a tool, without a call. A registry's start hooks
+/// ([`Registry::on_start`](crate::Registry::on_start)) receive one when the server starts
+/// serving, because background work needs the finished server (its policy-narrowed tools) and
+/// the server does not exist yet while its registry is built.
+#[derive(Clone)]
+pub struct ServerHandle {
+    host: Weak<dyn ToolHost>,
+    stopped: CancellationToken,
+}
+
+impl ServerHandle {
+    pub(crate) fn new(host: Weak<dyn ToolHost>, stopped: CancellationToken) -> Self {
+        Self { host, stopped }
+    }
+
+    /// A context whose [`ToolContext::invoke`] reaches the server's tools under the same policy
+    /// as a client's call (--read-only, --allowed-actions); `cancel` stops what it runs. Once
+    /// the server is gone, invoking through it fails with not_configured.
+    pub fn context(&self, cancel: CancellationToken) -> ToolContext {
+        ToolContext::new(cancel, None, Some(self.host.clone()), 0)
+    }
+
+    /// Cancelled when the server goes away: background work ends with it.
+    pub fn stopped(&self) -> &CancellationToken {
+        &self.stopped
+    }
+}
+
 /// Inputs up to this many bytes are worked on in place by [`blocking_unless_small`].
 pub const IN_PLACE_BYTES: u64 = 64 * 1024;
 

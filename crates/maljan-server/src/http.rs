@@ -175,6 +175,7 @@ pub async fn serve_http(
         tools = server.listed_tools().count(),
         "starting"
     );
+    server.start();
     let handler = McpHandler::new(server).with_metrics(options.metrics.clone());
     serve_http_with(handler, options, shutdown).await
 }

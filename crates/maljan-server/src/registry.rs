@@ -9,10 +9,12 @@ use schemars::JsonSchema;
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Map, Value};
 
-use crate::{context::ToolContext, errors::ToolError, manifest::Probe};
+use crate::{context::{ServerHandle, ToolContext}, errors::ToolError, manifest::Probe};
 
 pub type ToolFuture = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send>>;
 type Handler = Arc<dyn Fn(ToolContext, Map<String, Value>) -> ToolFuture + Send + Sync>;
+/// Called once when a server built from the registry starts serving (see `on_start`).
+pub(crate) type StartHook = Arc<dyn Fn(ServerHandle) + Send + Sync>;
 
 /// What a tool is, apart from its code: name, description, hints, timeout, optional dependency.
 #[derive(Clone)]
@@ -112,6 +114,16 @@ pub struct Registry {
     tools: Vec<RegisteredTool>,
     /// Position of each tool by name: a call looks its tool up several times, among ~100.
     by_name: HashMap<String, usize>,
+    start_hooks: StartHooks,
+}
+
+#[derive(Clone, Default)]
+struct StartHooks(Vec<StartHook>);
+
+impl std::fmt::Debug for StartHooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} start hooks", self.0.len())
+    }
 }
 
 impl Registry {
@@ -163,8 +175,22 @@ impl Registry {
         self.tools.push(tool);
     }
 
-    /// Adds every tool of another registry.
+    /// Runs `hook` when a server built from this registry starts serving
+    /// ([`ToolServer::start`](crate::ToolServer::start)), inside the Tokio runtime: state the
+    /// registry's tools share can start background work there (schedules, watches) that calls
+    /// the server's tools through the handle, and ends it when `handle.stopped()` fires.
+    pub fn on_start(&mut self, hook: impl Fn(ServerHandle) + Send + Sync + 'static) -> &mut Self {
+        self.start_hooks.0.push(Arc::new(hook));
+        self
+    }
+
+    pub(crate) fn start_hooks(&self) -> &[StartHook] {
+        &self.start_hooks.0
+    }
+
+    /// Adds every tool (and start hook) of another registry.
     pub fn extend(&mut self, other: Registry) -> &mut Self {
+        self.start_hooks.0.extend(other.start_hooks.0);
         for tool in other.tools {
             assert!(
                 self.get(&tool.meta.name).is_none(),

@@ -35,6 +35,16 @@ pub struct ToolServer {
     manifest: Manifest,
     /// The manifest's entry of each tool that is unavailable here (usually none), by name.
     unavailable: HashMap<String, usize>,
+    /// Whether the registry's start hooks have run (they run once, on the first `start`).
+    started: std::sync::Once,
+    /// Cancelled when the server is dropped, ending the background work its hooks started.
+    stopped: CancellationToken,
+}
+
+impl Drop for ToolServer {
+    fn drop(&mut self) {
+        self.stopped.cancel();
+    }
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -86,7 +96,25 @@ impl ToolServer {
             registry,
             manifest,
             unavailable,
+            started: std::sync::Once::new(),
+            stopped: CancellationToken::new(),
         })
+    }
+
+    /// Starts the background work of the registry's start hooks, once (later calls do nothing).
+    /// The transports call it when they begin serving; a server built only to list its tools
+    /// (`maljan tools`) never starts anything. Must be called inside a Tokio runtime.
+    pub fn start(self: &Arc<Self>) {
+        self.started.call_once(|| {
+            let host: Arc<dyn ToolHost> = self.clone();
+            let handle = crate::context::ServerHandle::new(
+                Arc::downgrade(&host),
+                self.stopped.clone(),
+            );
+            for hook in self.registry.start_hooks() {
+                hook(handle.clone());
+            }
+        });
     }
 
     pub fn with_instructions(self: Arc<Self>, instructions: impl Into<String>) -> Arc<Self> {
@@ -281,5 +309,35 @@ mod tests {
         assert!(!ctx.has_tool("nest"));
         let err = ctx.invoke("nest", left(0)).await.unwrap_err();
         assert_eq!(err.code, crate::errors::ErrorCode::NotConfigured);
+    }
+
+    /// Start hooks run once, when the server starts, with a handle that reaches its tools; the
+    /// handle's `stopped` fires when the server is dropped.
+    #[tokio::test]
+    async fn a_start_hook_reaches_the_started_server_and_sees_it_stop() {
+        let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel();
+        let mut registry = Registry::new();
+        registry.add(ToolMeta::new("echo", "Answers 1"), |_ctx, _a: NoArguments| async {
+            Ok::<_, ToolError>(json!(1))
+        });
+        registry.on_start(move |handle| {
+            let seen = seen_tx.clone();
+            tokio::spawn(async move {
+                let answer = handle
+                    .context(CancellationToken::new())
+                    .invoke("echo", Map::new())
+                    .await;
+                seen.send(format!("{answer:?}")).unwrap();
+                handle.stopped().cancelled().await;
+                seen.send("stopped".to_string()).unwrap();
+            });
+        });
+        let server = ToolServer::new("t", "1", registry);
+        server.start();
+        server.start();
+        assert_eq!(seen_rx.recv().await.unwrap(), "Ok(Number(1))");
+        drop(server);
+        assert_eq!(seen_rx.recv().await.unwrap(), "stopped");
+        assert!(seen_rx.recv().await.is_none(), "the hook ran once");
     }
 }

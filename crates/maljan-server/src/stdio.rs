@@ -76,6 +76,7 @@ where
         tools = server.listed_tools().count(),
         "serving on stdio"
     );
+    server.start();
     let (out, lines_out) = mpsc::unbounded_channel();
     let written = tokio::spawn(write_lines(lines_out, writer));
     let input_ended = CancellationToken::new();
