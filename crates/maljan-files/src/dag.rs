@@ -3,7 +3,7 @@
 //! max_workers; with fail_fast a failed node's dependents are skipped, transitively.
 
 use std::{
-    collections::{BTreeMap, HashMap, HashSet, VecDeque},
+    collections::{BTreeMap, HashMap, VecDeque},
     sync::Arc,
 };
 
@@ -87,108 +87,45 @@ async fn run_dag(c: &Config, ctx: &ToolContext, a: DagArgs) -> Result<DagOut, To
     if a.nodes.is_empty() {
         return Err(ToolError::bad_argument("nodes is empty"));
     }
-    let mut ids = HashSet::new();
-    for node in &a.nodes {
-        if !ids.insert(node.id.clone()) {
-            return Err(ToolError::bad_argument(format!(
-                "duplicate node id '{}'",
-                node.id
-            )));
-        }
-    }
-    let mut dependents: HashMap<&str, Vec<&str>> = HashMap::new();
-    let mut indegree: HashMap<&str, usize> = HashMap::new();
-    for node in &a.nodes {
-        indegree.entry(&node.id).or_insert(0);
-        for d in &node.depends_on {
-            if !ids.contains(d) {
-                return Err(ToolError::bad_argument(format!(
-                    "node '{}' depends on unknown node '{d}'",
-                    node.id
-                )));
-            }
-            dependents.entry(d).or_default().push(&node.id);
-            *indegree.entry(&node.id).or_insert(0) += 1;
-        }
-    }
-    // Cycle check before anything runs.
-    {
-        let mut deg = indegree.clone();
-        let mut queue: VecDeque<&str> = deg
+    let g = graph(
+        a.nodes
             .iter()
-            .filter(|(_, d)| **d == 0)
-            .map(|(k, _)| *k)
-            .collect();
-        let mut seen = 0;
-        while let Some(id) = queue.pop_front() {
-            seen += 1;
-            for dep in dependents.get(id).into_iter().flatten() {
-                let e = deg.get_mut(dep).expect("every node has a degree");
-                *e -= 1;
-                if *e == 0 {
-                    queue.push_back(dep);
-                }
-            }
-        }
-        if seen != a.nodes.len() {
-            return Err(ToolError::bad_argument(
-                "the nodes' depends_on form a cycle",
-            ));
-        }
-    }
+            .map(|n| (n.id.as_str(), n.depends_on.as_slice())),
+    )
+    .map_err(ToolError::bad_argument)?;
     let by_id: HashMap<&str, (usize, &Node)> = a
         .nodes
         .iter()
         .enumerate()
         .map(|(i, n)| (n.id.as_str(), (i, n)))
         .collect();
-    let mut results: BTreeMap<String, Step> = BTreeMap::new();
-    let mut ready: VecDeque<&str> = a
-        .nodes
-        .iter()
-        .filter(|n| indegree[n.id.as_str()] == 0)
-        .map(|n| n.id.as_str())
-        .collect();
-    let mut running = FuturesUnordered::new();
-    loop {
-        while running.len() < n {
-            let Some(id) = ready.pop_front() else { break };
-            if results.contains_key(id) {
-                continue;
-            }
-            let (index, node) = by_id[id];
-            let parsed = c.parse_action(ctx, &node.action, index);
-            let ctx = ctx.clone();
-            running.push(async move {
-                let step = match parsed {
-                    Err(e) => step_of(index, name_hint(&node.action), Err(e)),
-                    Ok(act) => step_of(
-                        index,
-                        act.name.clone(),
-                        ctx.invoke(&act.name, act.args).await,
-                    ),
+    let mut settled: HashMap<String, Step> = HashMap::new();
+    execute(&g, n, &mut settled, ctx, |id, done| {
+        let (index, node) = by_id[id];
+        // With fail_fast a node whose dependency failed (or was skipped for that) is skipped.
+        let failed_dep = (node.depends_on.iter())
+            .find(|d| a.fail_fast && matches!(done[d.as_str()].status, "failed" | "skipped"))
+            .cloned();
+        let parsed = c.parse_action(ctx, &node.action, index);
+        let ctx = ctx.clone();
+        async move {
+            if let Some(because) = failed_dep {
+                return Step {
+                    index,
+                    action: name_hint(&node.action),
+                    status: "skipped",
+                    result: None,
+                    error: Some(serde_json::json!({"code": "skipped", "message": format!("dependency '{because}' failed"), "remediation": "fix the failed node, or run with fail_fast false"})),
                 };
-                (id, step)
-            });
-        }
-        let Some((id, step)) = running.next().await else {
-            break;
-        };
-        let failed = step.status == "failed";
-        results.insert(id.to_string(), step);
-        for dep in dependents.get(id).into_iter().flatten() {
-            let d = indegree.get_mut(dep).expect("every node has a degree");
-            *d -= 1;
-            if failed && a.fail_fast {
-                skip(dep, id, &dependents, &by_id, &mut results);
-            } else if *d == 0 && !results.contains_key(*dep) {
-                ready.push_back(dep);
+            }
+            match parsed {
+                Err(e) => step_of(index, name_hint(&node.action), Err(e)),
+                Ok(act) => step_of(index, act.name.clone(), ctx.invoke(&act.name, act.args).await),
             }
         }
-        if ctx.is_cancelled() {
-            return Err(ToolError::tool_failed("the call was cancelled"));
-        }
-    }
+    })
+    .await?;
+    let results: BTreeMap<String, Step> = settled.into_iter().collect();
     let count = |s: &str| results.values().filter(|r| r.status == s).count();
     let (succeeded, failed, skipped) = (count("ok"), count("failed"), count("skipped"));
     Ok(DagOut {
@@ -199,28 +136,110 @@ async fn run_dag(c: &Config, ctx: &ToolContext, a: DagArgs) -> Result<DagOut, To
     })
 }
 
-fn skip(
-    id: &str,
-    because: &str,
-    dependents: &HashMap<&str, Vec<&str>>,
-    by_id: &HashMap<&str, (usize, &Node)>,
-    results: &mut BTreeMap<String, Step>,
-) {
-    if results.contains_key(id) {
-        return;
+/// A checked dependency graph: unique ids, known dependencies, no cycle.
+pub(crate) struct Graph<'a> {
+    order: Vec<&'a str>,
+    dependents: HashMap<&'a str, Vec<&'a str>>,
+    deps: HashMap<&'a str, &'a [String]>,
+}
+
+/// Checks `nodes` (id, depends_on) before anything runs; the error says what is wrong.
+pub(crate) fn graph<'a>(
+    nodes: impl IntoIterator<Item = (&'a str, &'a [String])>,
+) -> Result<Graph<'a>, String> {
+    let mut g = Graph {
+        order: Vec::new(),
+        dependents: HashMap::new(),
+        deps: HashMap::new(),
+    };
+    for (id, deps) in nodes {
+        if g.deps.insert(id, deps).is_some() {
+            return Err(format!("duplicate node id '{id}'"));
+        }
+        g.order.push(id);
     }
-    let (index, node) = by_id[id];
-    results.insert(
-        id.to_string(),
-        Step {
-            index,
-            action: name_hint(&node.action),
-            status: "skipped",
-            result: None,
-            error: Some(serde_json::json!({"code": "skipped", "message": format!("dependency '{because}' failed"), "remediation": "fix the failed node, or run with fail_fast false"})),
-        },
-    );
-    for dep in dependents.get(id).into_iter().flatten() {
-        skip(dep, id, dependents, by_id, results);
+    let mut indegree: HashMap<&str, usize> = HashMap::new();
+    for &id in &g.order {
+        indegree.entry(id).or_insert(0);
+        for d in g.deps[id] {
+            let Some((&known, _)) = g.deps.get_key_value(d.as_str()) else {
+                return Err(format!("node '{id}' depends on unknown node '{d}'"));
+            };
+            g.dependents.entry(known).or_default().push(id);
+            *indegree.entry(id).or_insert(0) += 1;
+        }
     }
+    let mut queue: VecDeque<&str> = (g.order.iter())
+        .copied()
+        .filter(|id| indegree[id] == 0)
+        .collect();
+    let mut seen = 0;
+    while let Some(id) = queue.pop_front() {
+        seen += 1;
+        for dep in g.dependents.get(id).into_iter().flatten() {
+            let e = indegree.get_mut(dep).expect("every node has a degree");
+            *e -= 1;
+            if *e == 0 {
+                queue.push_back(dep);
+            }
+        }
+    }
+    if seen != g.order.len() {
+        return Err("the nodes' depends_on form a cycle".into());
+    }
+    Ok(g)
+}
+
+/// Runs a checked graph: each node starts once all its dependencies are settled, up to
+/// `workers` at once. `start` sees what has settled so far and returns the node's future;
+/// nodes already in `settled` (a resumed run) are not started again.
+pub(crate) async fn execute<'a, T, F, Fut>(
+    g: &Graph<'a>,
+    workers: usize,
+    settled: &mut HashMap<String, T>,
+    ctx: &ToolContext,
+    mut start: F,
+) -> Result<(), ToolError>
+where
+    F: FnMut(&'a str, &HashMap<String, T>) -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let mut waiting: HashMap<&str, usize> = (g.order.iter())
+        .filter(|id| !settled.contains_key(**id))
+        .map(|&id| {
+            let open = g.deps[id]
+                .iter()
+                .filter(|d| !settled.contains_key(d.as_str()))
+                .count();
+            (id, open)
+        })
+        .collect();
+    let mut ready: VecDeque<&str> = (g.order.iter())
+        .copied()
+        .filter(|id| waiting.get(id) == Some(&0))
+        .collect();
+    let mut running = FuturesUnordered::new();
+    loop {
+        while running.len() < workers {
+            let Some(id) = ready.pop_front() else { break };
+            let work = start(id, settled);
+            running.push(async move { (id, work.await) });
+        }
+        let Some((id, out)) = running.next().await else {
+            break;
+        };
+        settled.insert(id.to_string(), out);
+        for dep in g.dependents.get(id).into_iter().flatten() {
+            if let Some(open) = waiting.get_mut(dep) {
+                *open -= 1;
+                if *open == 0 {
+                    ready.push_back(dep);
+                }
+            }
+        }
+        if ctx.is_cancelled() {
+            return Err(ToolError::tool_failed("the call was cancelled"));
+        }
+    }
+    Ok(())
 }

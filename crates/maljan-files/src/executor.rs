@@ -90,9 +90,9 @@ pub(crate) struct Step {
 
 #[derive(Serialize, JsonSchema)]
 pub(crate) struct ExecOut {
-    results: Vec<Step>,
-    succeeded: usize,
-    failed: usize,
+    pub(crate) results: Vec<Step>,
+    pub(crate) succeeded: usize,
+    pub(crate) failed: usize,
 }
 
 #[derive(Serialize, JsonSchema)]

@@ -14,11 +14,13 @@
 
 use std::sync::Arc;
 
+pub use automation::{Clock, ManualClock, SystemClock};
 use maljan_server::{Registry, Roots};
 pub use storage::StorageConfig;
 pub use unzip::ExtractionLimits;
 
 mod archive;
+mod automation;
 mod baseline;
 mod conditional;
 mod crypto;
@@ -74,14 +76,20 @@ pub(crate) struct Config {
     /// Running integrity monitors (FA_integrity_watch_*), stopped when the server goes away.
     pub(crate) watches: watch::Watches,
     /// The durable state (SQLite in the state directory, or in memory).
-    #[allow(dead_code)] // read by the stateful actions as they arrive
     pub(crate) state: state::StateDb,
+    /// Schedules, watches and pipelines: their clock and, once serving, the server's handle.
+    pub(crate) automation: automation::Automation,
     /// Each tool's parameter names in order, to bind positional arguments in action lists.
     pub(crate) params: std::sync::OnceLock<std::collections::HashMap<String, Vec<String>>>,
 }
 
 /// Every `FA_*` action, ready to serve (or to narrow with `Registry::retain`).
 pub fn registry(config: FilesConfig) -> Registry {
+    registry_with_clock(config, Arc::new(SystemClock))
+}
+
+/// [`registry`] on another clock: tests and benches fire schedules without waiting for the wall.
+pub fn registry_with_clock(config: FilesConfig, clock: Arc<dyn Clock>) -> Registry {
     let cfg = Arc::new(Config {
         roots: config.roots,
         allow_loopback_downloads: config.allow_loopback_downloads,
@@ -89,6 +97,7 @@ pub fn registry(config: FilesConfig) -> Registry {
         storage: storage::Storage::new(config.storage),
         watches: Default::default(),
         state: state::StateDb::new(config.state_dir),
+        automation: automation::Automation::new(clock),
         params: Default::default(),
     });
     let mut reg = Registry::new();
@@ -116,6 +125,7 @@ pub fn registry(config: FilesConfig) -> Registry {
     storage::storage_actions::register(&mut reg, &cfg);
     drives::register(&mut reg, &cfg);
     storage::tree_actions::register(&mut reg, &cfg);
+    automation::register(&mut reg, &cfg);
     let params = reg
         .tools()
         .iter()

@@ -340,6 +340,7 @@ pub(crate) fn rooted_at(dir: &Path) -> Config {
         storage: Default::default(),
         watches: Default::default(),
         state: crate::state::StateDb::new(None),
+        automation: crate::automation::Automation::new(std::sync::Arc::new(crate::SystemClock)),
         params: Default::default(),
     }
 }

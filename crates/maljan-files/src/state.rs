@@ -19,6 +19,8 @@ use rusqlite::Connection;
 const MIGRATIONS: &[&str] = &[
     // 1: nothing but the version itself, so an empty database is told from a new one.
     "CREATE TABLE IF NOT EXISTS state_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    // 2: schedules and their runs, watches, pipeline runs and their tasks.
+    crate::automation::SCHEMA,
 ];
 
 /// The database's file name inside the state directory.
@@ -39,13 +41,12 @@ impl StateDb {
     }
 
     /// Whether the state outlives the process.
-    #[allow(dead_code)]
+    #[allow(dead_code)] // for the stateful actions that must say so
     pub(crate) fn is_durable(&self) -> bool {
         self.dir.is_some()
     }
 
     /// Runs `f` on the connection (blocking: call it from `maljan_server::blocking`).
-    #[allow(dead_code)]
     pub(crate) fn with<T>(
         &self,
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,

@@ -42,7 +42,9 @@ pub mod staging;
 pub mod stdio;
 mod stdio_framing;
 
-pub use context::{IN_PLACE_BYTES, ProgressSink, ServerHandle, ToolContext, blocking, blocking_unless_small};
+pub use context::{
+    IN_PLACE_BYTES, ProgressSink, ServerHandle, ToolContext, blocking, blocking_unless_small,
+};
 pub use errors::{ErrorCode, ToolError};
 pub use http::{HttpOptions, router, router_with, serve_http, serve_http_with};
 pub use manifest::{Manifest, ManifestTool, Probe, Unavailable};

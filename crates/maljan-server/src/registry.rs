@@ -9,7 +9,11 @@ use schemars::JsonSchema;
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Map, Value};
 
-use crate::{context::{ServerHandle, ToolContext}, errors::ToolError, manifest::Probe};
+use crate::{
+    context::{ServerHandle, ToolContext},
+    errors::ToolError,
+    manifest::Probe,
+};
 
 pub type ToolFuture = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send>>;
 type Handler = Arc<dyn Fn(ToolContext, Map<String, Value>) -> ToolFuture + Send + Sync>;

@@ -107,10 +107,8 @@ impl ToolServer {
     pub fn start(self: &Arc<Self>) {
         self.started.call_once(|| {
             let host: Arc<dyn ToolHost> = self.clone();
-            let handle = crate::context::ServerHandle::new(
-                Arc::downgrade(&host),
-                self.stopped.clone(),
-            );
+            let handle =
+                crate::context::ServerHandle::new(Arc::downgrade(&host), self.stopped.clone());
             for hook in self.registry.start_hooks() {
                 hook(handle.clone());
             }
@@ -317,9 +315,10 @@ mod tests {
     async fn a_start_hook_reaches_the_started_server_and_sees_it_stop() {
         let (seen_tx, mut seen_rx) = tokio::sync::mpsc::unbounded_channel();
         let mut registry = Registry::new();
-        registry.add(ToolMeta::new("echo", "Answers 1"), |_ctx, _a: NoArguments| async {
-            Ok::<_, ToolError>(json!(1))
-        });
+        registry.add(
+            ToolMeta::new("echo", "Answers 1"),
+            |_ctx, _a: NoArguments| async { Ok::<_, ToolError>(json!(1)) },
+        );
         registry.on_start(move |handle| {
             let seen = seen_tx.clone();
             tokio::spawn(async move {

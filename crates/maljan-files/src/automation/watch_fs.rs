@@ -1,0 +1,399 @@
+//! FA_watch_*: run an action list when files change under a path (automation-file's file-watch
+//! triggers), on the notify project's debouncer: a burst of events on a path (an editor's save,
+//! a copy written in chunks) fires the action list once, after `debounce` seconds of quiet.
+//!
+//! A watch is a row in the state database and is started again when the server starts. Its
+//! path must resolve (symlinks included) under the roots, checked when it is started and again
+//! at each server start; the actions it runs are checked like any call's.
+
+use std::{
+    collections::{BTreeSet, HashMap},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use maljan_server::{Registry, ToolContext, ToolError, ToolMeta};
+use notify_debouncer_full::{
+    DebounceEventResult, Debouncer, RecommendedCache, new_debouncer,
+    notify::{EventKind, RecommendedWatcher, RecursiveMode, event::ModifyKind},
+};
+use rusqlite::params;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::{check_actions, checked_name, corrupt, db, iso};
+use crate::{Config, executor};
+
+const EVENTS: &[&str] = &["created", "modified", "deleted", "moved"];
+
+fn default_true() -> bool {
+    true
+}
+fn default_debounce() -> f64 {
+    0.5
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct StartArgs {
+    /// The watch's unique name.
+    name: String,
+    /// A file or directory under the roots.
+    path: String,
+    /// The actions to run: `[["FA_name", {kwargs}], ...]`.
+    action_list: Vec<Value>,
+    /// Any of created, modified, deleted, moved (a string or a list; default created and modified).
+    events: Option<Value>,
+    /// Watch the directories below `path` too.
+    #[serde(default = "default_true")]
+    #[schemars(default = "default_true")]
+    recursive: bool,
+    /// Seconds of quiet after a burst of events before the actions run (0.05 to 60).
+    #[serde(default = "default_debounce")]
+    #[schemars(default = "default_debounce")]
+    debounce: f64,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct NameArgs {
+    name: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct NoArgs {}
+
+/// A watch as stored.
+#[derive(Serialize, Deserialize, Clone)]
+struct WatchSpec {
+    name: String,
+    path: String,
+    action_list: Vec<Value>,
+    events: BTreeSet<String>,
+    recursive: bool,
+    debounce: f64,
+}
+
+#[derive(Serialize, JsonSchema)]
+struct WatchOut {
+    name: String,
+    path: String,
+    events: Vec<String>,
+    recursive: bool,
+    debounce: f64,
+    /// Whether it is watching now (false when its path is gone or left the roots).
+    running: bool,
+    /// How many times it ran its actions since the server started.
+    fired: u64,
+    last_fired: Option<String>,
+    last_error: Option<String>,
+}
+
+/// The watches running in this server.
+#[derive(Default)]
+pub(crate) struct Watches {
+    running: Mutex<HashMap<String, Running>>,
+}
+
+struct Running {
+    /// Dropping it stops the watcher and its debouncer thread.
+    _debouncer: Debouncer<RecommendedWatcher, RecommendedCache>,
+    stop: CancellationToken,
+    status: Arc<Status>,
+}
+
+#[derive(Default)]
+struct Status {
+    fired: AtomicU64,
+    last: Mutex<(Option<String>, Option<String>)>,
+}
+
+impl Watches {
+    fn running(&self) -> std::sync::MutexGuard<'_, HashMap<String, Running>> {
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+fn events_of(v: Option<Value>) -> Result<BTreeSet<String>, ToolError> {
+    let list: Vec<String> = match v {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(s)) => vec![s],
+        Some(Value::Array(a)) => a
+            .into_iter()
+            .map(|e| match e {
+                Value::String(s) => Ok(s),
+                _ => Err(ToolError::bad_argument("events: a list of event names")),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => {
+            return Err(ToolError::bad_argument(
+                "events: an event name or a list of them",
+            ));
+        }
+    };
+    let chosen: BTreeSet<String> = (list.iter())
+        .map(|e| e.trim().to_lowercase())
+        .filter(|e| !e.is_empty())
+        .collect();
+    let unknown: Vec<&String> = chosen
+        .iter()
+        .filter(|e| !EVENTS.contains(&e.as_str()))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(ToolError::bad_argument(format!(
+            "unsupported event types: {unknown:?} (any of {})",
+            EVENTS.join(", ")
+        )));
+    }
+    if chosen.is_empty() {
+        return Ok(["created", "modified"].map(String::from).into());
+    }
+    Ok(chosen)
+}
+
+fn kind_of(kind: &EventKind) -> Option<&'static str> {
+    match kind {
+        EventKind::Create(_) => Some("created"),
+        EventKind::Modify(ModifyKind::Name(_)) => Some("moved"),
+        EventKind::Modify(_) => Some("modified"),
+        EventKind::Remove(_) => Some("deleted"),
+        _ => None,
+    }
+}
+
+pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
+    let c = cfg.clone();
+    reg.add(
+        ToolMeta::new("FA_watch_start", "Run an action list when files under a path are created, modified, deleted or moved (debounced), kept across server restarts.")
+            .writes()
+            .not_idempotent(),
+        move |ctx: ToolContext, a: StartArgs| {
+            let c = c.clone();
+            async move {
+                check_actions(&c, &ctx, &a.action_list)?;
+                if !(a.debounce.is_finite() && (0.05..=60.0).contains(&a.debounce)) {
+                    return Err(ToolError::bad_argument("debounce must be from 0.05 to 60 seconds"));
+                }
+                let spec = WatchSpec {
+                    name: checked_name(&a.name)?.to_string(),
+                    path: a.path,
+                    action_list: a.action_list,
+                    events: events_of(a.events)?,
+                    recursive: a.recursive,
+                    debounce: a.debounce,
+                };
+                c.existing(&spec.path)?;
+                let handle_ready = c.automation.handle().is_ok();
+                let (name, text) = (spec.name.clone(), serde_json::to_string(&spec).map_err(|e| ToolError::tool_failed(e.to_string()))?);
+                let now = iso(c.automation.clock.now());
+                let inserted = db(&c, move |conn| {
+                    conn.execute("INSERT OR IGNORE INTO watch_specs (name, spec, created_at) VALUES (?1, ?2, ?3)", params![name, text, now])
+                })
+                .await?;
+                if inserted == 0 {
+                    return Err(ToolError::bad_argument(format!("watcher already exists: {}", spec.name))
+                        .with_remediation("stop it first (FA_watch_stop) or pick another name"));
+                }
+                if handle_ready && let Err(e) = arm(&c, &spec) {
+                    let name = spec.name.clone();
+                    let _ = db(&c, move |conn| conn.execute("DELETE FROM watch_specs WHERE name = ?1", [name])).await;
+                    return Err(e);
+                }
+                Ok(out_of(&c, &spec))
+            }
+        },
+    );
+    let c = cfg.clone();
+    reg.add(
+        ToolMeta::new(
+            "FA_watch_stop",
+            "Stop and remove a watch; returns its last snapshot.",
+        )
+        .writes(),
+        move |_ctx, a: NameArgs| {
+            let c = c.clone();
+            async move {
+                let spec = load(&c)
+                    .await?
+                    .into_iter()
+                    .find(|s| s.name == a.name)
+                    .ok_or_else(|| {
+                        ToolError::bad_argument(format!("no such watcher: {}", a.name))
+                    })?;
+                let out = out_of(&c, &spec);
+                c.automation.watches.running().remove(&a.name);
+                let name = a.name.clone();
+                db(&c, move |conn| {
+                    conn.execute("DELETE FROM watch_specs WHERE name = ?1", [name])
+                })
+                .await?;
+                Ok::<_, ToolError>(out)
+            }
+        },
+    );
+    let c = cfg.clone();
+    reg.add(
+        ToolMeta::new(
+            "FA_watch_stop_all",
+            "Stop and remove every watch; returns their last snapshots.",
+        )
+        .writes(),
+        move |_ctx, _a: NoArgs| {
+            let c = c.clone();
+            async move {
+                let out: Vec<WatchOut> = load(&c).await?.iter().map(|s| out_of(&c, s)).collect();
+                c.automation.watches.running().clear();
+                db(&c, |conn| conn.execute("DELETE FROM watch_specs", [])).await?;
+                Ok::<_, ToolError>(out)
+            }
+        },
+    );
+    let c = cfg.clone();
+    reg.add(
+        ToolMeta::new(
+            "FA_watch_list",
+            "Every watch: its path, events, whether it runs, and how often it fired.",
+        ),
+        move |_ctx, _a: NoArgs| {
+            let c = c.clone();
+            async move {
+                Ok::<_, ToolError>(
+                    load(&c)
+                        .await?
+                        .iter()
+                        .map(|s| out_of(&c, s))
+                        .collect::<Vec<_>>(),
+                )
+            }
+        },
+    );
+}
+
+async fn load(c: &Arc<Config>) -> Result<Vec<WatchSpec>, ToolError> {
+    let rows: Vec<String> = db(c, |conn| {
+        let mut stmt = conn.prepare("SELECT spec FROM watch_specs ORDER BY created_at, name")?;
+        stmt.query_map([], |r| r.get(0))?.collect()
+    })
+    .await?;
+    rows.iter()
+        .map(|s| serde_json::from_str(s).map_err(|e| corrupt("watch", e)))
+        .collect()
+}
+
+fn out_of(c: &Config, spec: &WatchSpec) -> WatchOut {
+    let running = c.automation.watches.running();
+    let status = running.get(&spec.name).map(|r| r.status.clone());
+    let (last_fired, last_error) = status
+        .as_ref()
+        .map(|s| s.last.lock().unwrap_or_else(|p| p.into_inner()).clone())
+        .unwrap_or_default();
+    WatchOut {
+        name: spec.name.clone(),
+        path: spec.path.clone(),
+        events: spec.events.iter().cloned().collect(),
+        recursive: spec.recursive,
+        debounce: spec.debounce,
+        running: status.is_some(),
+        fired: status.map_or(0, |s| s.fired.load(Ordering::Relaxed)),
+        last_fired,
+        last_error,
+    }
+}
+
+/// Starts watching: the debouncer's thread hands each burst to a task that runs the actions.
+fn arm(c: &Arc<Config>, spec: &WatchSpec) -> Result<(), ToolError> {
+    let handle = c.automation.handle()?.clone();
+    let path = c.existing(&spec.path)?;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<BTreeSet<&'static str>>();
+    let mut debouncer = new_debouncer(
+        Duration::from_secs_f64(spec.debounce),
+        None,
+        move |result: DebounceEventResult| {
+            if let Ok(events) = result {
+                let kinds: BTreeSet<&'static str> = events
+                    .iter()
+                    .filter_map(|e| kind_of(&e.event.kind))
+                    .collect();
+                let _ = tx.send(kinds);
+            }
+        },
+    )
+    .map_err(|e| ToolError::tool_failed(format!("cannot start a file watcher: {e}")))?;
+    let mode = if spec.recursive {
+        RecursiveMode::Recursive
+    } else {
+        RecursiveMode::NonRecursive
+    };
+    debouncer
+        .watch(&path, mode)
+        .map_err(|e| ToolError::tool_failed(format!("cannot watch {}: {e}", spec.path)))?;
+    let stop = handle.stopped().child_token();
+    let status = Arc::new(Status::default());
+    let (c2, spec2, stop2, status2) = (c.clone(), spec.clone(), stop.clone(), status.clone());
+    tokio::spawn(async move {
+        loop {
+            let kinds = tokio::select! {
+                _ = stop2.cancelled() => break,
+                got = rx.recv() => match got { Some(k) => k, None => break },
+            };
+            if !kinds.iter().any(|k| spec2.events.contains(*k)) {
+                continue;
+            }
+            let ctx = handle.context(stop2.child_token());
+            let outcome =
+                executor::run_list(&c2, &ctx, spec2.action_list.clone(), false, false).await;
+            let error = match outcome {
+                Ok(out) if out.failed == 0 => None,
+                Ok(out) => Some(format!(
+                    "{} of {} actions failed",
+                    out.failed,
+                    out.results.len()
+                )),
+                Err(e) => Some(e.message),
+            };
+            status2.fired.fetch_add(1, Ordering::Relaxed);
+            *status2.last.lock().unwrap_or_else(|p| p.into_inner()) =
+                (Some(iso(c2.automation.clock.now())), error);
+        }
+    });
+    c.automation.watches.running().insert(
+        spec.name.clone(),
+        Running {
+            _debouncer: debouncer,
+            stop,
+            status,
+        },
+    );
+    Ok(())
+}
+
+/// Starts every stored watch (from the registry's start hook).
+pub(crate) fn start(c: &Arc<Config>) {
+    let c = c.clone();
+    tokio::spawn(async move {
+        let specs = match load(&c).await {
+            Ok(specs) => specs,
+            Err(e) => {
+                tracing::warn!(error = %e.message, "watches: cannot read the state database");
+                return;
+            }
+        };
+        for spec in specs {
+            if let Err(e) = arm(&c, &spec) {
+                tracing::warn!(watch = %spec.name, error = %e.message, "watches: not started again");
+            }
+        }
+    });
+}
