@@ -130,4 +130,36 @@ mod tests {
         let err = CronSpec::parse("* * * * *", Some("Mars/Olympus")).unwrap_err();
         assert!(err.contains("unknown time zone"), "{err}");
     }
+
+    proptest::proptest! {
+        /// Any text is parsed or refused with a reason that says it is about cron; a parsed one
+        /// can be asked for its next time. Nothing panics.
+        #[test]
+        fn any_text_parses_or_is_refused_with_a_reason(text in "\\PC{0,60}", zone in proptest::option::of("[A-Za-z/_]{0,20}")) {
+            match CronSpec::parse(&text, zone.as_deref()) {
+                Ok(spec) => { let _ = spec.next_after(at(2026, 1, 5, 10, 7)); }
+                Err(e) => proptest::prop_assert!(e.starts_with("cron:"), "{e}"),
+            }
+        }
+
+        /// Field-shaped garbage (the characters cron uses, in 0 to 7 fields) likewise.
+        #[test]
+        fn cron_shaped_text_parses_or_is_refused(fields in proptest::collection::vec("[0-9*/,#LW?a-zA-Z-]{1,8}", 0..8)) {
+            let text = fields.join(" ");
+            match CronSpec::parse(&text, None) {
+                Ok(spec) => { let _ = spec.next_after(at(2026, 1, 5, 10, 7)); }
+                Err(e) => proptest::prop_assert!(e.starts_with("cron:"), "{e}"),
+            }
+        }
+
+        /// `*/n` in the minute field fires at the next multiple of n.
+        #[test]
+        fn a_minute_step_fires_at_its_next_multiple(step in 1u32..60, minute in 0u32..60) {
+            let spec = CronSpec::parse(&format!("*/{step} * * * *"), None).unwrap();
+            let next = spec.next_after(at(2026, 1, 5, 10, minute)).unwrap();
+            let want = (minute / step + 1) * step;
+            let want = if want >= 60 { at(2026, 1, 5, 11, 0) } else { at(2026, 1, 5, 10, want) };
+            proptest::prop_assert_eq!(next, want);
+        }
+    }
 }

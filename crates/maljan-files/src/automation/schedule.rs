@@ -395,12 +395,11 @@ fn triggers_of(list: Vec<Value>) -> Result<Vec<CronTrigger>, ToolError> {
         .enumerate()
         .map(|(i, t)| {
             let kind = t.get("kind").and_then(Value::as_str).unwrap_or_default();
-            if kind != "cron" {
+            let Some(obj) = t.as_object().filter(|_| kind == "cron") else {
                 return Err(ToolError::bad_argument(format!(
                     "triggers[{i}]: kind '{kind}' is not supported here: use {{\"kind\": \"cron\", \"cron\", \"timezone\"}} (for file events, FA_watch_start)"
                 )));
-            }
-            let Some(obj) = t.as_object() else { unreachable!("a value with a kind is an object") };
+            };
             if let Some(extra) = obj.keys().find(|k| !matches!(k.as_str(), "kind" | "cron" | "timezone")) {
                 return Err(ToolError::bad_argument(format!("triggers[{i}]: unknown key '{extra}'")));
             }
@@ -799,11 +798,12 @@ async fn tick(c: &Arc<Config>) -> Result<Option<DateTime<Utc>>, ToolError> {
                 } else {
                     "cron"
                 };
+                // The next due time is stored first: a run that ends at once never sees it stale.
                 let name = spec.name.clone();
+                set_next_due(c, name.clone(), next).await?;
                 if let Err(e) = fire(c, spec, Some(due), trigger).await {
                     tracing::warn!(job = %name, error = %e.message, "scheduler: a job did not start");
                 }
-                set_next_due(c, name, next).await?;
                 next
             }
             Some(due) => Some(due),
