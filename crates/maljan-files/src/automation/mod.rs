@@ -22,8 +22,10 @@ use serde_json::Value;
 use crate::Config;
 
 pub(crate) mod cron;
+pub(crate) mod definition;
 pub(crate) mod pipeline;
 pub(crate) mod schedule;
+pub(crate) mod scheduler;
 pub(crate) mod watch_fs;
 
 /// The tables of schedules, their runs, watches and pipeline runs (one state migration).
@@ -114,7 +116,7 @@ impl Clock for ManualClock {
 pub(crate) struct Automation {
     pub(crate) clock: Arc<dyn Clock>,
     handle: OnceLock<ServerHandle>,
-    pub(crate) scheduler: schedule::Scheduler,
+    pub(crate) scheduler: scheduler::Scheduler,
     pub(crate) watches: watch_fs::Watches,
 }
 
@@ -146,7 +148,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
         if c.automation.handle.set(handle).is_err() {
             return;
         }
-        schedule::start(&c);
+        scheduler::start(&c);
         watch_fs::start(&c);
     });
 }
