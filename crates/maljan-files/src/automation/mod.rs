@@ -153,6 +153,18 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
     });
 }
 
+/// The arguments of the actions that name one schedule or watch.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NameArgs {
+    pub(crate) name: String,
+}
+
+/// The arguments of the actions that take none.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NoArgs {}
+
 /// Times as automation-file writes them (ISO 8601), in UTC.
 pub(crate) fn iso(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)

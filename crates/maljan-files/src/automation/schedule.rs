@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::{
-    check_actions, checked_name, corrupt,
+    NameArgs, NoArgs, check_actions, checked_name, corrupt,
     cron::CronSpec,
     db, definition, iso, parse_iso,
     scheduler::{RUN_COLUMNS, RunRecord, cancel, fire, record_of},
@@ -131,12 +131,6 @@ struct PipelineArgs {
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct NameArgs {
-    name: String,
-}
-
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
 struct HistoryArgs {
     /// Only this job's runs.
     job: Option<String>,
@@ -146,10 +140,6 @@ struct HistoryArgs {
     #[schemars(default = "default_history")]
     limit: i64,
 }
-
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct NoArgs {}
 
 /// A job's snapshot, with automation-file's keys (and `next_due`).
 #[derive(Serialize, JsonSchema)]
@@ -190,33 +180,20 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
         move |ctx: ToolContext, a: AddArgs| {
             let c = c.clone();
             async move {
-                check_actions(&c, &ctx, &a.action_list)?;
-                let spec = JobSpec {
-                    name: checked_name(&a.name)?.to_string(),
-                    triggers: vec![cron_trigger(&a.cron_expression, a.timezone)?],
-                    target: Target::Actions { action_list: a.action_list },
-                    allow_overlap: a.allow_overlap,
-                    timeout: checked_timeout(a.timeout)?,
-                };
-                add(&c, spec).await
+                let trigger = cron_trigger(&a.cron_expression, a.timezone)?;
+                let args = JobArgs { name: a.name, action_list: a.action_list, triggers: None, allow_overlap: a.allow_overlap, timeout: a.timeout };
+                add_actions(&c, &ctx, args, vec![trigger]).await
             }
         },
     );
     let c = cfg.clone();
     reg.add(
         writer("FA_schedule_job", "Register an action list as a job with cron triggers (or none: run it with FA_schedule_run)."),
-        move |ctx: ToolContext, a: JobArgs| {
+        move |ctx: ToolContext, mut a: JobArgs| {
             let c = c.clone();
             async move {
-                check_actions(&c, &ctx, &a.action_list)?;
-                let spec = JobSpec {
-                    name: checked_name(&a.name)?.to_string(),
-                    triggers: triggers_of(a.triggers.unwrap_or_default())?,
-                    target: Target::Actions { action_list: a.action_list },
-                    allow_overlap: a.allow_overlap,
-                    timeout: checked_timeout(a.timeout)?,
-                };
-                add(&c, spec).await
+                let triggers = triggers_of(a.triggers.take().unwrap_or_default())?;
+                add_actions(&c, &ctx, a, triggers).await
             }
         },
     );
@@ -334,6 +311,26 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             }
         },
     );
+}
+
+/// Stores a job that runs an action list (FA_schedule_add, FA_schedule_job).
+async fn add_actions(
+    c: &Arc<Config>,
+    ctx: &ToolContext,
+    a: JobArgs,
+    triggers: Vec<CronTrigger>,
+) -> Result<JobOut, ToolError> {
+    check_actions(c, ctx, &a.action_list)?;
+    let spec = JobSpec {
+        name: checked_name(&a.name)?.to_string(),
+        triggers,
+        target: Target::Actions {
+            action_list: a.action_list,
+        },
+        allow_overlap: a.allow_overlap,
+        timeout: checked_timeout(a.timeout)?,
+    };
+    add(c, spec).await
 }
 
 fn checked_timeout(timeout: Option<f64>) -> Result<Option<f64>, ToolError> {

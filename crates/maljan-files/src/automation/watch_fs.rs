@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{check_actions, checked_name, corrupt, db, iso};
+use super::{NameArgs, NoArgs, check_actions, checked_name, corrupt, db, iso};
 use crate::{Config, executor};
 
 const EVENTS: &[&str] = &["created", "modified", "deleted", "moved"];
@@ -58,16 +58,6 @@ struct StartArgs {
     #[schemars(default = "default_debounce")]
     debounce: f64,
 }
-
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct NameArgs {
-    name: String,
-}
-
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct NoArgs {}
 
 /// A watch as stored.
 #[derive(Serialize, Deserialize, Clone)]
