@@ -4,8 +4,9 @@
 //! It owns the actions themselves (local files and directories, archives, checksums and integrity,
 //! search, the guarded HTTP download, text, structured data, crypto, conditional dispatch and the
 //! action-list executors, remote storage: S3, Azure Blob and GCS over the operator's storage
-//! profiles) and the per-server state some of them keep (integrity watches, storage sessions;
-//! what must outlive the process goes in the state database, `state`).
+//! profiles, and the automation that runs on its own: schedules, file watches and resumable
+//! pipelines, `automation`) and the per-server state some of them keep (integrity watches,
+//! storage sessions; what must outlive the process goes in the state database, `state`).
 //! Every local path argument goes through the server's [`Roots`](maljan_server::Roots); every
 //! remote endpoint through the same SSRF policy as FA_download_file.
 //!

@@ -11,11 +11,19 @@ use std::{
 use common::*;
 use serde_json::{Value, json};
 
+/// The state directory of every server these tests start: their own, never the user's (whose
+/// database another maljan may have migrated further).
+fn state_dir() -> &'static std::path::Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().unwrap()).path()
+}
+
 /// `maljan serve files ARGS` with piped stdin and stdout.
 fn serve_files(args: &[&str], stderr: Stdio) -> std::process::Child {
     Command::new(maljan())
         .args(["serve", "files"])
         .args(args)
+        .env("MALJAN_STATE_DIR", state_dir())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(stderr)
