@@ -9,7 +9,12 @@ use schemars::JsonSchema;
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::{Map, Value};
 
-use crate::{context::ToolContext, errors::ToolError, manifest::Probe};
+use crate::{
+    context::ToolContext,
+    errors::ToolError,
+    manifest::Probe,
+    observe::{CallObserver, Observers},
+};
 
 pub type ToolFuture = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send>>;
 type Handler = Arc<dyn Fn(ToolContext, Map<String, Value>) -> ToolFuture + Send + Sync>;
@@ -32,6 +37,9 @@ pub struct ToolMeta {
     /// client learns the server can receive a sample (DESIGN.md, "put_sample"), but kept out of the
     /// capability manifest; the client runtime hides these from users and models.
     pub staging_primitive: bool,
+    /// Served only when the operator names it in `--allowed-actions` (FA_run_shell): left out of
+    /// a server built without an allow-list.
+    pub opt_in: bool,
 }
 
 impl ToolMeta {
@@ -48,6 +56,7 @@ impl ToolMeta {
             timeout: None,
             probe: None,
             staging_primitive: false,
+            opt_in: false,
         }
     }
     pub fn title(mut self, title: impl Into<String>) -> Self {
@@ -87,6 +96,11 @@ impl ToolMeta {
         self.staging_primitive = true;
         self
     }
+    /// Served only when named in the operator's allow-list (see [`ToolMeta::opt_in`]).
+    pub fn opt_in(mut self) -> Self {
+        self.opt_in = true;
+        self
+    }
 }
 
 /// One registered tool: its meta, schemas and type-erased handler.
@@ -112,6 +126,8 @@ pub struct Registry {
     tools: Vec<RegisteredTool>,
     /// Position of each tool by name: a call looks its tool up several times, among ~100.
     by_name: HashMap<String, usize>,
+    /// Hear every call of the server built from this registry.
+    pub(crate) observers: Observers,
 }
 
 impl Registry {
@@ -163,8 +179,16 @@ impl Registry {
         self.tools.push(tool);
     }
 
-    /// Adds every tool of another registry.
+    /// Registers an observer of every call (top-level and nested) of the server built from
+    /// this registry.
+    pub fn observe(&mut self, observer: Arc<dyn CallObserver>) -> &mut Self {
+        self.observers.0.push(observer);
+        self
+    }
+
+    /// Adds every tool (and observer) of another registry.
     pub fn extend(&mut self, other: Registry) -> &mut Self {
+        self.observers.0.extend(other.observers.0);
         for tool in other.tools {
             assert!(
                 self.get(&tool.meta.name).is_none(),

@@ -1,7 +1,16 @@
 //! A tool server independent of any transport: the served registry, its manifest, and the one
 //! place a call runs — argument validation, the tool's timeout, cancellation, panic containment.
 
-use std::{collections::HashMap, future::Future, pin::Pin, sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    future::Future,
+    pin::Pin,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
 
 use futures::FutureExt;
 use schemars::JsonSchema;
@@ -13,7 +22,8 @@ use crate::{
     context::{ProgressSink, ToolContext, ToolHost, panic_message},
     errors::ToolError,
     manifest::{Manifest, ManifestTool},
-    registry::{Registry, ToolMeta},
+    observe::{CallEnd, CallRef, CallStart, ObservedProgress, Observers},
+    registry::{RegisteredTool, Registry, ToolMeta},
 };
 
 /// The name of the manifest tool every maljan server answers (fixed by the shared conventions).
@@ -35,6 +45,8 @@ pub struct ToolServer {
     manifest: Manifest,
     /// The manifest's entry of each tool that is unavailable here (usually none), by name.
     unavailable: HashMap<String, usize>,
+    /// The next id of an observed call.
+    next_call: AtomicU64,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -86,6 +98,7 @@ impl ToolServer {
             registry,
             manifest,
             unavailable,
+            next_call: AtomicU64::new(1),
         })
     }
 
@@ -151,6 +164,58 @@ impl ToolServer {
         let Some(registered) = self.registry.get(tool) else {
             return Err(ToolError::bad_argument(format!("unknown tool '{tool}'")));
         };
+        if self.registry.observers.0.is_empty() {
+            return self.run(registered, tool, args, ctx).await;
+        }
+        let mut ctx = ctx;
+        let id = self.next_call.fetch_add(1, Ordering::Relaxed);
+        let parent = ctx.call.as_ref().map(|c| c.id);
+        let correlation_id: Arc<str> = match &ctx.call {
+            Some(call) => call.correlation_id.clone(),
+            None => uuid::Uuid::new_v4().simple().to_string().into(),
+        };
+        ctx.call = Some(CallRef {
+            id,
+            correlation_id: correlation_id.clone(),
+        });
+        let observers = self.registry.observers.clone();
+        ctx.progress = Some(Arc::new(ObservedProgress {
+            inner: ctx.progress.take(),
+            id,
+            observers: observers.clone(),
+        }));
+        let start = CallStart {
+            id,
+            parent,
+            correlation_id: &correlation_id,
+            tool,
+            arguments: &args,
+            cancel: ctx.cancellation(),
+        };
+        for o in &observers.0 {
+            o.started(&start);
+        }
+        let mut ending = Ending {
+            observers,
+            id,
+            correlation_id,
+            tool: tool.to_string(),
+            began: Instant::now(),
+            result: None,
+        };
+        let result = self.run(registered, tool, args, ctx).await;
+        ending.result = Some(result.as_ref().err().cloned());
+        result
+    }
+
+    /// Runs a looked-up tool: its availability, its timeout, cancellation, panics.
+    async fn run(
+        self: &Arc<Self>,
+        registered: &RegisteredTool,
+        tool: &str,
+        args: Map<String, Value>,
+        ctx: ToolContext,
+    ) -> Result<Value, ToolError> {
         if let Some(entry) = self.unavailable.get(tool).map(|&i| &self.manifest.tools[i]) {
             return Err(ToolError::missing_dependency(
                 entry
@@ -188,6 +253,41 @@ impl ToolServer {
         // Dropping the guard cancels the token, telling blocking work that held a clone to stop.
         drop(guard);
         result
+    }
+}
+
+/// Tells the observers a call ended, also when its future is dropped unfinished (its caller's
+/// timeout or cancellation stopped waiting for it).
+struct Ending {
+    observers: Observers,
+    id: u64,
+    correlation_id: Arc<str>,
+    tool: String,
+    began: Instant,
+    /// Some(None): succeeded; Some(Some(e)): failed; None: dropped unfinished.
+    result: Option<Option<ToolError>>,
+}
+
+impl Drop for Ending {
+    fn drop(&mut self) {
+        let dropped;
+        let error = match &self.result {
+            Some(e) => e.as_ref(),
+            None => {
+                dropped = ToolError::tool_failed("the call was stopped before it finished");
+                Some(&dropped)
+            }
+        };
+        let end = CallEnd {
+            id: self.id,
+            correlation_id: &self.correlation_id,
+            tool: &self.tool,
+            duration: self.began.elapsed(),
+            error,
+        };
+        for o in &self.observers.0 {
+            o.finished(&end);
+        }
     }
 }
 
