@@ -97,7 +97,7 @@ if [ ! -f "$oauth_stamp" ]; then
   touch "$oauth_stamp"
 fi
 # The notification tests (crates/maljan/tests/notify_*.rs) deliver e-mail to a real SMTP server
-# with STARTTLS: aiosmtpd, run by the test with a certificate it makes.
+# with STARTTLS: aiosmtpd (imported by the test from $MALJAN_PY), run with a certificate it makes.
 notify_stamp="$PEERS/.installed-notify-v1"
 if [ ! -f "$notify_stamp" ]; then
   echo "installing aiosmtpd into $PEERS/venv (once)" >&2
@@ -133,6 +133,5 @@ export MALJAN_CHROMIUM="$(command -v chromium)"
 export MALJAN_CHROMEDRIVER="$(command -v chromedriver)"
 export MALJAN_STIX2_VALIDATOR="$PEERS/venv/bin/stix2_validator"
 export MALJAN_OIDC_PROVIDER="$PEERS/oidc/node_modules/oidc-provider"
-export MALJAN_AIOSMTPD="$PEERS/venv/bin/aiosmtpd"
 export MALJAN_PG_BIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
 ENV

@@ -19,6 +19,7 @@ pub use storage::StorageConfig;
 pub use unzip::ExtractionLimits;
 
 mod archive;
+mod audit;
 mod baseline;
 mod conditional;
 mod crypto;
@@ -33,10 +34,13 @@ mod hashing;
 mod integrity;
 mod keypath;
 mod local;
+pub mod notify;
 #[cfg(feature = "parquet")]
 mod parquet;
 mod paths;
+mod progress;
 mod search;
+mod shell;
 mod state;
 pub mod storage;
 mod sync;
@@ -62,6 +66,18 @@ pub struct FilesConfig {
     /// Where the server keeps what outlives it (`--state-dir`): schedules, watches, pipeline runs,
     /// the audit trail. None keeps them in memory, gone with the process.
     pub state_dir: Option<std::path::PathBuf>,
+    /// The automation actions' operator settings (notification sinks, FA_run_shell's
+    /// environment); empty by default.
+    pub automation: AutomationConfig,
+}
+
+/// What the operator decides for the automation actions.
+#[derive(Debug, Clone, Default)]
+pub struct AutomationConfig {
+    /// The notification sinks (`--notify-config`).
+    pub notify: notify::NotifyConfig,
+    /// The environment variables FA_run_shell may pass on besides PATH (`--shell-env`).
+    pub shell_env: Vec<String>,
 }
 
 /// What every action of this crate shares: the configuration and the server's own state.
@@ -74,8 +90,14 @@ pub(crate) struct Config {
     /// Running integrity monitors (FA_integrity_watch_*), stopped when the server goes away.
     pub(crate) watches: watch::Watches,
     /// The durable state (SQLite in the state directory, or in memory).
-    #[allow(dead_code)] // read by the stateful actions as they arrive
     pub(crate) state: state::StateDb,
+    pub(crate) automation: AutomationConfig,
+    /// The notification sinks, the send dedup window and the routes.
+    pub(crate) notifier: notify::Notifier,
+    /// The audit trail's writer and store.
+    pub(crate) audit: audit::Audit,
+    /// The calls in flight, for FA_progress_*.
+    pub(crate) progress: progress::Progress,
     /// Each tool's parameter names in order, to bind positional arguments in action lists.
     pub(crate) params: std::sync::OnceLock<std::collections::HashMap<String, Vec<String>>>,
 }
@@ -89,6 +111,10 @@ pub fn registry(config: FilesConfig) -> Registry {
         storage: storage::Storage::new(config.storage),
         watches: Default::default(),
         state: state::StateDb::new(config.state_dir),
+        notifier: notify::Notifier::new(config.automation.notify.clone()),
+        automation: config.automation,
+        audit: Default::default(),
+        progress: Default::default(),
         params: Default::default(),
     });
     let mut reg = Registry::new();
@@ -116,6 +142,10 @@ pub fn registry(config: FilesConfig) -> Registry {
     storage::storage_actions::register(&mut reg, &cfg);
     drives::register(&mut reg, &cfg);
     storage::tree_actions::register(&mut reg, &cfg);
+    notify::register(&mut reg, &cfg);
+    audit::register(&mut reg, &cfg);
+    progress::register(&mut reg, &cfg);
+    shell::register(&mut reg, &cfg);
     let params = reg
         .tools()
         .iter()

@@ -340,6 +340,10 @@ pub(crate) fn rooted_at(dir: &Path) -> Config {
         storage: Default::default(),
         watches: Default::default(),
         state: crate::state::StateDb::new(None),
+        automation: Default::default(),
+        notifier: crate::notify::Notifier::new(Default::default()),
+        audit: Default::default(),
+        progress: Default::default(),
         params: Default::default(),
     }
 }

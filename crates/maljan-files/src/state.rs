@@ -19,6 +19,10 @@ use rusqlite::Connection;
 const MIGRATIONS: &[&str] = &[
     // 1: nothing but the version itself, so an empty database is told from a new one.
     "CREATE TABLE IF NOT EXISTS state_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    // 2: notification routes (FA_notify_route_*), each as its JSON.
+    "CREATE TABLE notify_routes (name TEXT PRIMARY KEY, route TEXT NOT NULL, added_at TEXT NOT NULL)",
+    // 3: the audit trail (FA_audit_*).
+    crate::audit::SCHEMA,
 ];
 
 /// The database's file name inside the state directory.
@@ -45,7 +49,6 @@ impl StateDb {
     }
 
     /// Runs `f` on the connection (blocking: call it from `maljan_server::blocking`).
-    #[allow(dead_code)]
     pub(crate) fn with<T>(
         &self,
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,

@@ -284,7 +284,7 @@ pub(crate) struct Fields<'a> {
 }
 
 impl<'a> Fields<'a> {
-    fn new(
+    pub(crate) fn new(
         table: toml::Table,
         at: String,
         base: &'a Path,
@@ -298,11 +298,11 @@ impl<'a> Fields<'a> {
         }
     }
 
-    pub(super) fn base(&self) -> &Path {
+    pub(crate) fn base(&self) -> &Path {
         self.base
     }
 
-    pub(super) fn name(&self, key: &str) -> String {
+    pub(crate) fn name(&self, key: &str) -> String {
         if self.at.is_empty() {
             key.to_string()
         } else {
@@ -353,6 +353,33 @@ impl<'a> Fields<'a> {
         Ok(Some(s))
     }
 
+    /// A list of strings (a lone string reads as a list of one).
+    pub(crate) fn strings(&mut self, key: &str) -> Result<Option<Vec<String>>, String> {
+        match self.table.remove(key) {
+            None => Ok(None),
+            Some(toml::Value::String(s)) => Ok(Some(vec![s])),
+            Some(toml::Value::Array(items)) => items
+                .into_iter()
+                .map(|v| match v {
+                    toml::Value::String(s) => Ok(s),
+                    _ => Err(format!("{} must be a list of strings", self.name(key))),
+                })
+                .collect::<Result<_, _>>()
+                .map(Some),
+            Some(_) => Err(format!("{} must be a list of strings", self.name(key))),
+        }
+    }
+
+    /// A number (integer or float), 0 or more.
+    pub(crate) fn seconds(&mut self, key: &str) -> Result<Option<f64>, String> {
+        match self.table.remove(key) {
+            None => Ok(None),
+            Some(toml::Value::Integer(i)) if i >= 0 => Ok(Some(i as f64)),
+            Some(toml::Value::Float(f)) if f.is_finite() && f >= 0.0 => Ok(Some(f)),
+            Some(_) => Err(format!("{} must be a number, 0 or more", self.name(key))),
+        }
+    }
+
     pub(crate) fn bool(&mut self, key: &str) -> Result<Option<bool>, String> {
         match self.table.remove(key) {
             None => Ok(None),
@@ -361,7 +388,7 @@ impl<'a> Fields<'a> {
         }
     }
 
-    pub(super) fn int(&mut self, key: &str) -> Result<Option<u64>, String> {
+    pub(crate) fn int(&mut self, key: &str) -> Result<Option<u64>, String> {
         match self.table.remove(key) {
             None => Ok(None),
             Some(toml::Value::Integer(i)) if i >= 0 => Ok(Some(i as u64)),
