@@ -374,6 +374,101 @@ mod tests {
         assert_eq!(too_deep.value["error"]["code"], "bad_argument");
     }
 
+    /// Records what an observer hears, as (event, id, parent, correlation, tool, error code).
+    #[derive(Default)]
+    struct Heard(std::sync::Mutex<Vec<(String, u64, Option<u64>, String, String, Option<String>)>>);
+
+    impl crate::observe::CallObserver for Heard {
+        fn started(&self, c: &CallStart<'_>) {
+            let row = (
+                "start".into(),
+                c.id,
+                c.parent,
+                c.correlation_id.into(),
+                c.tool.into(),
+                None,
+            );
+            self.0.lock().unwrap().push(row);
+        }
+        fn progressed(&self, id: u64, _p: f64, _t: Option<f64>, _m: Option<&str>) {
+            self.0.lock().unwrap().push((
+                "progress".into(),
+                id,
+                None,
+                String::new(),
+                String::new(),
+                None,
+            ));
+        }
+        fn finished(&self, c: &CallEnd<'_>) {
+            let code = c.error.map(|e| e.code.as_str().to_string());
+            let row = (
+                "end".into(),
+                c.id,
+                None,
+                c.correlation_id.into(),
+                c.tool.into(),
+                code,
+            );
+            self.0.lock().unwrap().push(row);
+        }
+    }
+
+    #[tokio::test]
+    async fn an_observer_hears_every_call_of_a_run_under_one_correlation_id() {
+        let mut registry = Registry::new();
+        registry.add(
+            ToolMeta::new("nest", "Calls itself `left` more times"),
+            |ctx, a: Depth| async move {
+                ctx.progress(1.0, Some(2.0), None);
+                if a.left == 0 {
+                    return Err(ToolError::bad_argument("bottom"));
+                }
+                let mut args = Map::new();
+                args.insert("left".into(), json!(a.left - 1));
+                let _ = ctx.invoke("nest", args).await;
+                Ok(json!({"correlation": ctx.correlation_id()}))
+            },
+        );
+        let heard = Arc::new(Heard::default());
+        registry.observe(heard.clone());
+        let server = ToolServer::new("t", "1", registry);
+        let out = server
+            .call("nest", left(2), CancellationToken::new(), None)
+            .await
+            .unwrap();
+        let rows = heard.0.lock().unwrap().clone();
+        let starts: Vec<_> = rows.iter().filter(|r| r.0 == "start").collect();
+        let ends: Vec<_> = rows.iter().filter(|r| r.0 == "end").collect();
+        assert_eq!((starts.len(), ends.len()), (3, 3), "{rows:?}");
+        assert_eq!(
+            rows.iter().filter(|r| r.0 == "progress").count(),
+            3 + 2 + 1,
+            "{rows:?}"
+        );
+        let correlation = &starts[0].3;
+        assert!(
+            rows.iter()
+                .filter(|r| r.0 != "progress")
+                .all(|r| &r.3 == correlation)
+        );
+        assert_eq!(out.value["correlation"], json!(correlation));
+        assert_eq!(
+            (starts[0].2, starts[1].2, starts[2].2),
+            (None, Some(starts[0].1), Some(starts[1].1))
+        );
+        // The innermost call ends first, with its error code; the outer ones succeed.
+        assert_eq!(ends[0].5.as_deref(), Some("bad_argument"));
+        assert_eq!(ends[2].5, None);
+        // Another top-level call is another run.
+        server
+            .call("nest", left(0), CancellationToken::new(), None)
+            .await
+            .unwrap();
+        let last = heard.0.lock().unwrap().last().cloned().unwrap();
+        assert_ne!(&last.3, correlation);
+    }
+
     /// Outside a server there is nothing to reach: a nested call says so, it does not panic.
     #[tokio::test]
     async fn a_detached_context_reaches_no_tools() {
