@@ -51,6 +51,11 @@ mod unzip;
 mod walk;
 mod watch;
 
+/// The arguments of an action that takes none.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NoArgs {}
+
 /// How the lead's binary configures the files server.
 #[derive(Debug, Clone)]
 pub struct FilesConfig {

@@ -19,7 +19,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::Config;
+use crate::{Config, NoArgs};
 
 const MAX_FINISHED: usize = 1000;
 const LONG_CALL: Duration = Duration::from_secs(1);
@@ -130,10 +130,6 @@ impl CallObserver for ProgressObserver {
         }
     }
 }
-
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct NoArgs {}
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

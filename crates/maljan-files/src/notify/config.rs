@@ -36,7 +36,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::storage::{Secret, profiles::Fields, profiles::Network};
+use crate::storage::{
+    Secret,
+    profiles::{self, Fields, Network},
+};
 
 const DEFAULT_DEDUP_SECONDS: f64 = 60.0;
 const DEFAULT_TIMEOUT_S: u64 = 10;
@@ -122,11 +125,7 @@ impl SinkKind {
 impl NotifyConfig {
     /// Reads the file; the error names the file and the key at fault, never a value.
     pub fn load(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let base = path.parent().unwrap_or(Path::new("."));
-        Self::parse(&text, base, &|name| std::env::var(name).ok())
-            .map_err(|e| format!("{}: {e}", path.display()))
+        profiles::load_config(path, Self::parse)
     }
 
     /// Parses a config's text; `env` looks up the `_env` secrets.
@@ -135,14 +134,7 @@ impl NotifyConfig {
         base: &Path,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, String> {
-        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-            // The parser's message quotes the offending line, which may hold a secret.
-            match e.span() {
-                Some(span) => format!("not valid TOML (at byte {}): {}", span.start, e.message()),
-                None => format!("not valid TOML: {}", e.message()),
-            }
-        })?;
-        let mut top = Fields::new(table, String::new(), base, env);
+        let mut top = Fields::new(profiles::toml_table(text)?, String::new(), base, env);
         let dedup_seconds = top
             .seconds("dedup_seconds")?
             .unwrap_or(DEFAULT_DEDUP_SECONDS);

@@ -24,7 +24,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::Config;
+use crate::{Config, NoArgs};
 use maljan_server::{Registry, ToolError, ToolMeta, blocking};
 
 /// The server's notifier: the configured sinks, the send dedup window, the routes.
@@ -164,10 +164,6 @@ struct SendArgs {
 fn default_level() -> String {
     "info".into()
 }
-
-#[derive(Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-struct NoArgs {}
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
