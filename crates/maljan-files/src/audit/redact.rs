@@ -9,6 +9,10 @@ use std::sync::LazyLock;
 use serde_json::{Map, Value};
 
 const REDACTED: &str = "<redacted>";
+/// A longer string argument (a file's content, put_sample's base64) is kept as its first
+/// `KEPT_PREFIX` bytes and its length: the trail says what was called, it is not a copy.
+const MAX_STRING: usize = 1024;
+const KEPT_PREFIX: usize = 256;
 const SECRET_WORDS: [&str; 12] = [
     "password",
     "passwd",
@@ -57,6 +61,13 @@ fn value(v: &Value) -> Value {
     match v {
         Value::Object(map) => Value::Object(object(map)),
         Value::Array(items) => Value::Array(items.iter().map(value).collect()),
+        Value::String(s) if s.len() > MAX_STRING => {
+            let mut end = KEPT_PREFIX;
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            Value::String(format!("{}…[{} bytes]", text(&s[..end]), s.len()))
+        }
         Value::String(s) if s.contains("://") => Value::String(text(s)),
         other => other.clone(),
     }
@@ -121,6 +132,17 @@ mod tests {
         assert_eq!(
             resource(&arguments(args.as_object().unwrap())).as_deref(),
             Some("/data/a.txt")
+        );
+    }
+
+    #[test]
+    fn long_strings_are_kept_as_a_prefix_and_a_length() {
+        let big = "é".repeat(5000);
+        let kept = arguments(json!({"content_b64": big}).as_object().unwrap());
+        let kept = kept["content_b64"].as_str().unwrap();
+        assert!(
+            kept.len() < 300 && kept.ends_with("…[10000 bytes]"),
+            "{kept}"
         );
     }
 

@@ -102,6 +102,13 @@ impl Session {
 
     pub fn wait(&mut self, id: u64) -> Answer {
         let result = self.response(id);
+        if result.get("content").is_none() {
+            // A JSON-RPC error (an unknown tool): no tool result at all.
+            return Answer {
+                value: result,
+                is_error: true,
+            };
+        }
         let text = result["content"][0]["text"].as_str().unwrap_or_default();
         Answer {
             value: serde_json::from_str(text).unwrap_or_else(|_| Value::String(text.into())),
