@@ -248,13 +248,14 @@ allow_private_endpoint = true
     let state = d.join("state");
     let root = d.join("root");
     std::fs::create_dir(&root).unwrap();
+    let config = d.join("notify.toml");
     let args = [
         "--root",
         root.to_str().unwrap(),
         "--state-dir",
         state.to_str().unwrap(),
         "--notify-config",
-        d.join("notify.toml").to_str().unwrap(),
+        config.to_str().unwrap(),
     ];
     let slack = format!("{base}/slack/SLACKSECRET");
     let envs = [
