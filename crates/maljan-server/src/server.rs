@@ -376,7 +376,8 @@ mod tests {
 
     /// Records what an observer hears, as (event, id, parent, correlation, tool, error code).
     #[derive(Default)]
-    struct Heard(std::sync::Mutex<Vec<(String, u64, Option<u64>, String, String, Option<String>)>>);
+    struct Heard(std::sync::Mutex<Vec<Row>>);
+    type Row = (String, u64, Option<u64>, String, String, Option<String>);
 
     impl crate::observe::CallObserver for Heard {
         fn started(&self, c: &CallStart<'_>) {
