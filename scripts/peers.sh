@@ -96,6 +96,15 @@ if [ ! -f "$oauth_stamp" ]; then
   "$PEERS/venv/bin/pip" install --quiet --disable-pip-version-check 'prometheus-client==0.26.0' >&2
   touch "$oauth_stamp"
 fi
+# The notification tests (crates/maljan/tests/notify_*.rs) deliver e-mail to a real SMTP server
+# with STARTTLS: aiosmtpd (imported by the test from $MALJAN_PY), run with a certificate it makes.
+notify_stamp="$PEERS/.installed-notify-v1"
+if [ ! -f "$notify_stamp" ]; then
+  echo "installing aiosmtpd into $PEERS/venv (once)" >&2
+  if [ ! -x "$PEERS/venv/bin/python" ]; then python3 -m venv "$PEERS/venv"; fi
+  "$PEERS/venv/bin/pip" install --quiet --disable-pip-version-check 'aiosmtpd==1.4.6' >&2
+  touch "$notify_stamp"
+fi
 # The PostgreSQL engine's tests (maljan-testkit's postgres helper: initdb + postgres in a temp
 # directory on a free port) use Debian's PostgreSQL; setpriv (util-linux) runs it as `postgres`.
 postgres_stamp="$PEERS/.installed-postgres-v1"

@@ -85,6 +85,7 @@ async fn main() {
             extraction: Default::default(),
             storage: Default::default(),
             state_dir: Some(root.join(".state")),
+            automation: Default::default(),
         },
         clock,
     );

@@ -25,6 +25,7 @@ async fn main() -> anyhow::Result<()> {
         extraction: Default::default(),
         storage: Default::default(),
         state_dir: None,
+        automation: Default::default(),
     });
     let server = ToolServer::new("maljan-files", env!("CARGO_PKG_VERSION"), registry);
     serve_stdio(server, StdioOptions::default()).await

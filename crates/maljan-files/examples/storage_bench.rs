@@ -44,6 +44,7 @@ async fn main() {
         extraction: Default::default(),
         storage,
         state_dir: None,
+        automation: Default::default(),
     });
     let server = ToolServer::new("bench", "0", reg);
     let back = format!("{dir}/maljan-back.bin");

@@ -21,6 +21,7 @@ pub use storage::StorageConfig;
 pub use unzip::ExtractionLimits;
 
 mod archive;
+mod audit;
 mod automation;
 mod baseline;
 mod conditional;
@@ -36,10 +37,13 @@ mod hashing;
 mod integrity;
 mod keypath;
 mod local;
+pub mod notify;
 #[cfg(feature = "parquet")]
 mod parquet;
 mod paths;
+mod progress;
 mod search;
+mod shell;
 mod state;
 pub mod storage;
 mod sync;
@@ -49,6 +53,11 @@ mod tree;
 mod unzip;
 mod walk;
 mod watch;
+
+/// The arguments of an action that takes none.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NoArgs {}
 
 /// How the lead's binary configures the files server.
 #[derive(Debug, Clone)]
@@ -65,6 +74,18 @@ pub struct FilesConfig {
     /// Where the server keeps what outlives it (`--state-dir`): schedules, watches, pipeline runs,
     /// the audit trail. None keeps them in memory, gone with the process.
     pub state_dir: Option<std::path::PathBuf>,
+    /// The automation actions' operator settings (notification sinks, FA_run_shell's
+    /// environment); empty by default.
+    pub automation: AutomationConfig,
+}
+
+/// What the operator decides for the automation actions.
+#[derive(Debug, Clone, Default)]
+pub struct AutomationConfig {
+    /// The notification sinks (`--notify-config`).
+    pub notify: notify::NotifyConfig,
+    /// The environment variables FA_run_shell may pass on besides PATH (`--shell-env`).
+    pub shell_env: Vec<String>,
 }
 
 /// What every action of this crate shares: the configuration and the server's own state.
@@ -80,6 +101,14 @@ pub(crate) struct Config {
     pub(crate) state: state::StateDb,
     /// Schedules, watches and pipelines: their clock and, once serving, the server's handle.
     pub(crate) automation: automation::Automation,
+    /// The environment variables FA_run_shell may pass on besides PATH.
+    pub(crate) shell_env: Vec<String>,
+    /// The notification sinks, the send dedup window and the routes.
+    pub(crate) notifier: notify::Notifier,
+    /// The audit trail's writer and store.
+    pub(crate) audit: audit::Audit,
+    /// The calls in flight, for FA_progress_*.
+    pub(crate) progress: progress::Progress,
     /// Each tool's parameter names in order, to bind positional arguments in action lists.
     pub(crate) params: std::sync::OnceLock<std::collections::HashMap<String, Vec<String>>>,
 }
@@ -99,6 +128,10 @@ pub fn registry_with_clock(config: FilesConfig, clock: Arc<dyn Clock>) -> Regist
         watches: Default::default(),
         state: state::StateDb::new(config.state_dir),
         automation: automation::Automation::new(clock),
+        notifier: notify::Notifier::new(config.automation.notify.clone()),
+        shell_env: config.automation.shell_env,
+        audit: Default::default(),
+        progress: Default::default(),
         params: Default::default(),
     });
     let mut reg = Registry::new();
@@ -127,6 +160,10 @@ pub fn registry_with_clock(config: FilesConfig, clock: Arc<dyn Clock>) -> Regist
     drives::register(&mut reg, &cfg);
     storage::tree_actions::register(&mut reg, &cfg);
     automation::register(&mut reg, &cfg);
+    notify::register(&mut reg, &cfg);
+    audit::register(&mut reg, &cfg);
+    progress::register(&mut reg, &cfg);
+    shell::register(&mut reg, &cfg);
     let params = reg
         .tools()
         .iter()

@@ -341,6 +341,10 @@ pub(crate) fn rooted_at(dir: &Path) -> Config {
         watches: Default::default(),
         state: crate::state::StateDb::new(None),
         automation: crate::automation::Automation::new(std::sync::Arc::new(crate::SystemClock)),
+        shell_env: Vec::new(),
+        notifier: crate::notify::Notifier::new(Default::default()),
+        audit: Default::default(),
+        progress: Default::default(),
         params: Default::default(),
     }
 }

@@ -21,6 +21,10 @@ const MIGRATIONS: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS state_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     // 2: schedules and their runs, watches, pipeline runs and their tasks.
     crate::automation::SCHEMA,
+    // 3: notification routes (FA_notify_route_*), each as its JSON.
+    "CREATE TABLE notify_routes (name TEXT PRIMARY KEY, route TEXT NOT NULL, added_at TEXT NOT NULL)",
+    // 4: the audit trail (FA_audit_*).
+    crate::audit::SCHEMA,
 ];
 
 /// The database's file name inside the state directory.

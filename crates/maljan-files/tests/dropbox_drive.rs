@@ -376,6 +376,7 @@ async fn refusals(h: &Harness) {
         extraction: Default::default(),
         storage: StorageConfig::default(),
         state_dir: None,
+        automation: Default::default(),
     });
     let schema = &reg.get("FA_dropbox_later_init").unwrap().input_schema;
     assert_eq!(

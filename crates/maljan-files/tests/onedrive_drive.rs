@@ -248,6 +248,7 @@ fn read_only_hides_the_writers(h: &Harness) {
         extraction: Default::default(),
         storage: StorageConfig::default(),
         state_dir: None,
+        automation: Default::default(),
     });
     let mut drives: Vec<(String, bool)> = reg
         .tools()

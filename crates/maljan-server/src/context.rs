@@ -9,7 +9,7 @@ use std::{
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use crate::errors::ToolError;
+use crate::{errors::ToolError, observe::CallRef};
 
 /// Receives progress reports for one call (the protocol layer turns them into
 /// notifications/progress when the request carried a progressToken).
@@ -35,10 +35,13 @@ pub(crate) trait ToolHost: Send + Sync {
 #[derive(Clone)]
 pub struct ToolContext {
     cancel: CancellationToken,
-    progress: Option<Arc<dyn ProgressSink>>,
+    pub(crate) progress: Option<Arc<dyn ProgressSink>>,
     /// None outside a server ([`ToolContext::detached`]).
     host: Option<Weak<dyn ToolHost>>,
     depth: u32,
+    /// The observed call this context belongs to (None before the server observes it, and on a
+    /// server without observers); a nested call's context starts with its parent's.
+    pub(crate) call: Option<CallRef>,
 }
 
 /// How deep action lists may nest tool calls inside tool calls.
@@ -56,6 +59,7 @@ impl ToolContext {
             progress,
             host,
             depth,
+            call: None,
         }
     }
 
@@ -85,6 +89,12 @@ impl ToolContext {
         }
     }
 
+    /// The id the server's call observers know this run by: shared by a top-level call and
+    /// every call nested inside it. None on a server without observers.
+    pub fn correlation_id(&self) -> Option<&str> {
+        self.call.as_ref().map(|c| &*c.correlation_id)
+    }
+
     pub fn wants_progress(&self) -> bool {
         self.progress.is_some()
     }
@@ -102,12 +112,13 @@ impl ToolContext {
                 "action lists nest deeper than {MAX_NESTING} levels"
             )));
         }
-        let child = ToolContext::new(
+        let mut child = ToolContext::new(
             self.cancel.child_token(),
             self.progress.clone(),
             self.host.clone(),
             self.depth + 1,
         );
+        child.call = self.call.clone();
         host.invoke(tool.to_string(), args, child).await
     }
 

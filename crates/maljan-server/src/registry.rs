@@ -13,6 +13,7 @@ use crate::{
     context::{ServerHandle, ToolContext},
     errors::ToolError,
     manifest::Probe,
+    observe::{CallObserver, Observers},
 };
 
 pub type ToolFuture = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send>>;
@@ -38,6 +39,9 @@ pub struct ToolMeta {
     /// client learns the server can receive a sample (DESIGN.md, "put_sample"), but kept out of the
     /// capability manifest; the client runtime hides these from users and models.
     pub staging_primitive: bool,
+    /// Served only when the operator names it in `--allowed-actions` (FA_run_shell): left out of
+    /// a server built without an allow-list.
+    pub opt_in: bool,
 }
 
 impl ToolMeta {
@@ -54,6 +58,7 @@ impl ToolMeta {
             timeout: None,
             probe: None,
             staging_primitive: false,
+            opt_in: false,
         }
     }
     pub fn title(mut self, title: impl Into<String>) -> Self {
@@ -93,6 +98,11 @@ impl ToolMeta {
         self.staging_primitive = true;
         self
     }
+    /// Served only when named in the operator's allow-list (see [`ToolMeta::opt_in`]).
+    pub fn opt_in(mut self) -> Self {
+        self.opt_in = true;
+        self
+    }
 }
 
 /// One registered tool: its meta, schemas and type-erased handler.
@@ -119,6 +129,8 @@ pub struct Registry {
     /// Position of each tool by name: a call looks its tool up several times, among ~100.
     by_name: HashMap<String, usize>,
     start_hooks: StartHooks,
+    /// Hear every call of the server built from this registry.
+    pub(crate) observers: Observers,
 }
 
 #[derive(Clone, Default)]
@@ -179,6 +191,13 @@ impl Registry {
         self.tools.push(tool);
     }
 
+    /// Registers an observer of every call (top-level and nested) of the server built from
+    /// this registry.
+    pub fn observe(&mut self, observer: Arc<dyn CallObserver>) -> &mut Self {
+        self.observers.0.push(observer);
+        self
+    }
+
     /// Runs `hook` when a server built from this registry starts serving
     /// ([`ToolServer::start`](crate::ToolServer::start)), inside the Tokio runtime: state the
     /// registry's tools share can start background work there (schedules, watches) that calls
@@ -192,9 +211,10 @@ impl Registry {
         &self.start_hooks.0
     }
 
-    /// Adds every tool (and start hook) of another registry.
+    /// Adds every tool (start hook and observer) of another registry.
     pub fn extend(&mut self, other: Registry) -> &mut Self {
         self.start_hooks.0.extend(other.start_hooks.0);
+        self.observers.0.extend(other.observers.0);
         for tool in other.tools {
             assert!(
                 self.get(&tool.meta.name).is_none(),

@@ -1,7 +1,16 @@
 //! A tool server independent of any transport: the served registry, its manifest, and the one
 //! place a call runs — argument validation, the tool's timeout, cancellation, panic containment.
 
-use std::{collections::HashMap, future::Future, pin::Pin, sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    future::Future,
+    pin::Pin,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
 
 use futures::FutureExt;
 use schemars::JsonSchema;
@@ -13,7 +22,8 @@ use crate::{
     context::{ProgressSink, ToolContext, ToolHost, panic_message},
     errors::ToolError,
     manifest::{Manifest, ManifestTool},
-    registry::{Registry, ToolMeta},
+    observe::{CallEnd, CallRef, CallStart, ObservedProgress, Observers},
+    registry::{RegisteredTool, Registry, ToolMeta},
 };
 
 /// The name of the manifest tool every maljan server answers (fixed by the shared conventions).
@@ -39,6 +49,8 @@ pub struct ToolServer {
     started: std::sync::Once,
     /// Cancelled when the server is dropped, ending the background work its hooks started.
     stopped: CancellationToken,
+    /// The next id of an observed call.
+    next_call: AtomicU64,
 }
 
 impl Drop for ToolServer {
@@ -98,6 +110,7 @@ impl ToolServer {
             unavailable,
             started: std::sync::Once::new(),
             stopped: CancellationToken::new(),
+            next_call: AtomicU64::new(1),
         })
     }
 
@@ -177,6 +190,58 @@ impl ToolServer {
         let Some(registered) = self.registry.get(tool) else {
             return Err(ToolError::bad_argument(format!("unknown tool '{tool}'")));
         };
+        if self.registry.observers.0.is_empty() {
+            return self.run(registered, tool, args, ctx).await;
+        }
+        let mut ctx = ctx;
+        let id = self.next_call.fetch_add(1, Ordering::Relaxed);
+        let parent = ctx.call.as_ref().map(|c| c.id);
+        let correlation_id: Arc<str> = match &ctx.call {
+            Some(call) => call.correlation_id.clone(),
+            None => uuid::Uuid::new_v4().simple().to_string().into(),
+        };
+        ctx.call = Some(CallRef {
+            id,
+            correlation_id: correlation_id.clone(),
+        });
+        let observers = self.registry.observers.clone();
+        ctx.progress = Some(Arc::new(ObservedProgress {
+            inner: ctx.progress.take(),
+            id,
+            observers: observers.clone(),
+        }));
+        let start = CallStart {
+            id,
+            parent,
+            correlation_id: &correlation_id,
+            tool,
+            arguments: &args,
+            cancel: ctx.cancellation(),
+        };
+        for o in &observers.0 {
+            o.started(&start);
+        }
+        let mut ending = Ending {
+            observers,
+            id,
+            correlation_id,
+            tool: tool.to_string(),
+            began: Instant::now(),
+            result: None,
+        };
+        let result = self.run(registered, tool, args, ctx).await;
+        ending.result = Some(result.as_ref().err().cloned());
+        result
+    }
+
+    /// Runs a looked-up tool: its availability, its timeout, cancellation, panics.
+    async fn run(
+        self: &Arc<Self>,
+        registered: &RegisteredTool,
+        tool: &str,
+        args: Map<String, Value>,
+        ctx: ToolContext,
+    ) -> Result<Value, ToolError> {
         if let Some(entry) = self.unavailable.get(tool).map(|&i| &self.manifest.tools[i]) {
             return Err(ToolError::missing_dependency(
                 entry
@@ -214,6 +279,41 @@ impl ToolServer {
         // Dropping the guard cancels the token, telling blocking work that held a clone to stop.
         drop(guard);
         result
+    }
+}
+
+/// Tells the observers a call ended, also when its future is dropped unfinished (its caller's
+/// timeout or cancellation stopped waiting for it).
+struct Ending {
+    observers: Observers,
+    id: u64,
+    correlation_id: Arc<str>,
+    tool: String,
+    began: Instant,
+    /// Some(None): succeeded; Some(Some(e)): failed; None: dropped unfinished.
+    result: Option<Option<ToolError>>,
+}
+
+impl Drop for Ending {
+    fn drop(&mut self) {
+        let dropped;
+        let error = match &self.result {
+            Some(e) => e.as_ref(),
+            None => {
+                dropped = ToolError::tool_failed("the call was stopped before it finished");
+                Some(&dropped)
+            }
+        };
+        let end = CallEnd {
+            id: self.id,
+            correlation_id: &self.correlation_id,
+            tool: &self.tool,
+            duration: self.began.elapsed(),
+            error,
+        };
+        for o in &self.observers.0 {
+            o.finished(&end);
+        }
     }
 }
 
@@ -298,6 +398,102 @@ mod tests {
         let too_deep = call(crate::context::MAX_NESTING + 1).await.unwrap();
         assert!(too_deep.is_error, "{:?}", too_deep.value);
         assert_eq!(too_deep.value["error"]["code"], "bad_argument");
+    }
+
+    /// Records what an observer hears, as (event, id, parent, correlation, tool, error code).
+    #[derive(Default)]
+    struct Heard(std::sync::Mutex<Vec<Row>>);
+    type Row = (String, u64, Option<u64>, String, String, Option<String>);
+
+    impl crate::observe::CallObserver for Heard {
+        fn started(&self, c: &CallStart<'_>) {
+            let row = (
+                "start".into(),
+                c.id,
+                c.parent,
+                c.correlation_id.into(),
+                c.tool.into(),
+                None,
+            );
+            self.0.lock().unwrap().push(row);
+        }
+        fn progressed(&self, id: u64, _p: f64, _t: Option<f64>, _m: Option<&str>) {
+            self.0.lock().unwrap().push((
+                "progress".into(),
+                id,
+                None,
+                String::new(),
+                String::new(),
+                None,
+            ));
+        }
+        fn finished(&self, c: &CallEnd<'_>) {
+            let code = c.error.map(|e| e.code.as_str().to_string());
+            let row = (
+                "end".into(),
+                c.id,
+                None,
+                c.correlation_id.into(),
+                c.tool.into(),
+                code,
+            );
+            self.0.lock().unwrap().push(row);
+        }
+    }
+
+    #[tokio::test]
+    async fn an_observer_hears_every_call_of_a_run_under_one_correlation_id() {
+        let mut registry = Registry::new();
+        registry.add(
+            ToolMeta::new("nest", "Calls itself `left` more times"),
+            |ctx, a: Depth| async move {
+                ctx.progress(1.0, Some(2.0), None);
+                if a.left == 0 {
+                    return Err(ToolError::bad_argument("bottom"));
+                }
+                let mut args = Map::new();
+                args.insert("left".into(), json!(a.left - 1));
+                let _ = ctx.invoke("nest", args).await;
+                Ok(json!({"correlation": ctx.correlation_id()}))
+            },
+        );
+        let heard = Arc::new(Heard::default());
+        registry.observe(heard.clone());
+        let server = ToolServer::new("t", "1", registry);
+        let out = server
+            .call("nest", left(2), CancellationToken::new(), None)
+            .await
+            .unwrap();
+        let rows = heard.0.lock().unwrap().clone();
+        let starts: Vec<_> = rows.iter().filter(|r| r.0 == "start").collect();
+        let ends: Vec<_> = rows.iter().filter(|r| r.0 == "end").collect();
+        assert_eq!((starts.len(), ends.len()), (3, 3), "{rows:?}");
+        assert_eq!(
+            rows.iter().filter(|r| r.0 == "progress").count(),
+            3 + 2 + 1,
+            "{rows:?}"
+        );
+        let correlation = &starts[0].3;
+        assert!(
+            rows.iter()
+                .filter(|r| r.0 != "progress")
+                .all(|r| &r.3 == correlation)
+        );
+        assert_eq!(out.value["correlation"], json!(correlation));
+        assert_eq!(
+            (starts[0].2, starts[1].2, starts[2].2),
+            (None, Some(starts[0].1), Some(starts[1].1))
+        );
+        // The innermost call ends first, with its error code; the outer ones succeed.
+        assert_eq!(ends[0].5.as_deref(), Some("bad_argument"));
+        assert_eq!(ends[2].5, None);
+        // Another top-level call is another run.
+        server
+            .call("nest", left(0), CancellationToken::new(), None)
+            .await
+            .unwrap();
+        let last = heard.0.lock().unwrap().last().cloned().unwrap();
+        assert_ne!(&last.3, correlation);
     }
 
     /// Outside a server there is nothing to reach: a nested call says so, it does not panic.

@@ -60,6 +60,16 @@ pub struct PolicyArgs {
     /// trail, in files.sqlite3 (files). Default: <data dir>/files-state.
     #[arg(long, value_name = "DIR", env = "MALJAN_STATE_DIR")]
     pub state_dir: Option<PathBuf>,
+    /// The notification sinks FA_notify_* deliver to (TOML: `[sinks.NAME]` tables of type
+    /// webhook, slack, email, telegram, discord, teams or pagerduty; secrets inline, `_file` or
+    /// `_env`) (files). Read once at start-up.
+    #[arg(long, value_name = "FILE", env = "MALJAN_NOTIFY_CONFIG")]
+    pub notify_config: Option<PathBuf>,
+    /// An environment variable FA_run_shell passes on to the programs it runs, besides PATH
+    /// (repeatable; nothing else is inherited) (files). FA_run_shell is served only when named
+    /// in --allowed-actions.
+    #[arg(long = "shell-env", value_name = "NAME")]
+    pub shell_env: Vec<String>,
     /// Directory of YARA rules for yara_scan (analysis).
     #[arg(long, value_name = "DIR", env = "MALJAN_YARA_RULES")]
     pub rules_dir: Option<PathBuf>,
@@ -197,6 +207,14 @@ pub fn build_server(
                     .clone()
                     .unwrap_or_else(|| maljan_client::paths::data_dir().join("files-state")),
             ),
+            automation: maljan_files::AutomationConfig {
+                notify: match &policy.notify_config {
+                    Some(path) => maljan_files::notify::NotifyConfig::load(path)
+                        .map_err(|e| anyhow::anyhow!("--notify-config: {e}"))?,
+                    None => Default::default(),
+                },
+                shell_env: policy.shell_env.clone(),
+            },
         }),
         BuiltIn::Analysis => maljan_analysis::registry(maljan_analysis::AnalysisConfig {
             roots,
@@ -208,6 +226,9 @@ pub fn build_server(
         check_allowed(&registry, &policy.allowed_actions)?;
         let allowed = policy.allowed_actions.clone();
         registry.retain(|meta| allowed.iter().any(|a| a == &meta.name));
+    } else {
+        // An opt-in tool (FA_run_shell) is served only when the operator names it.
+        registry.retain(|meta| !meta.opt_in);
     }
     // Read-only keeps exactly the tools whose annotations say they change nothing (readOnlyHint),
     // so a tool that only adds (a directory, a line, a watch) is hidden as well as one that
@@ -357,6 +378,8 @@ mod tests {
             max_expansion_ratio: 200,
             storage_config: None,
             state_dir: None,
+            notify_config: None,
+            shell_env: Vec::new(),
             rules_dir: None,
             no_builtin_rules: false,
         };

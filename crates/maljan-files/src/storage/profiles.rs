@@ -132,11 +132,7 @@ impl StorageConfig {
     /// Reads the file; `_file` secrets are relative to its directory. The error names the key at
     /// fault, never a value.
     pub fn load(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let base = path.parent().unwrap_or(Path::new("."));
-        Self::parse(&text, base, &|name| std::env::var(name).ok())
-            .map_err(|e| format!("{}: {e}", path.display()))
+        load_config(path, Self::parse)
     }
 
     /// Parses a config's text; `env` looks up the `_env` secrets.
@@ -145,14 +141,7 @@ impl StorageConfig {
         base: &Path,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, String> {
-        let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-            // The parser's message quotes the offending line, which may hold a secret.
-            match e.span() {
-                Some(span) => format!("not valid TOML (at byte {}): {}", span.start, e.message()),
-                None => format!("not valid TOML: {}", e.message()),
-            }
-        })?;
-        let mut top = Fields::new(table, String::new(), base, env);
+        let mut top = Fields::new(toml_table(text)?, String::new(), base, env);
         let mut config = StorageConfig {
             max_object_bytes: top
                 .int("max_object_bytes")?
@@ -276,6 +265,28 @@ pub(crate) fn parse_connection_string(s: &str) -> Result<ConnectionString, Strin
 }
 
 /// One TOML table being read: each key taken once, the leftovers an error.
+/// Reads an operator's config file with `parse`: `_file` secrets are relative to its directory,
+/// `_env` ones come from the environment, and the error names the file.
+pub(crate) fn load_config<T>(
+    path: &Path,
+    parse: impl FnOnce(&str, &Path, &dyn Fn(&str) -> Option<String>) -> Result<T, String>,
+) -> Result<T, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    parse(&text, base, &|name| std::env::var(name).ok())
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Parses TOML without quoting it back: the parser's message shows the offending line, which
+/// may hold a secret.
+pub(crate) fn toml_table(text: &str) -> Result<toml::Table, String> {
+    text.parse().map_err(|e: toml::de::Error| match e.span() {
+        Some(span) => format!("not valid TOML (at byte {}): {}", span.start, e.message()),
+        None => format!("not valid TOML: {}", e.message()),
+    })
+}
+
 pub(crate) struct Fields<'a> {
     table: toml::Table,
     at: String,
@@ -284,7 +295,7 @@ pub(crate) struct Fields<'a> {
 }
 
 impl<'a> Fields<'a> {
-    fn new(
+    pub(crate) fn new(
         table: toml::Table,
         at: String,
         base: &'a Path,
@@ -298,11 +309,11 @@ impl<'a> Fields<'a> {
         }
     }
 
-    pub(super) fn base(&self) -> &Path {
+    pub(crate) fn base(&self) -> &Path {
         self.base
     }
 
-    pub(super) fn name(&self, key: &str) -> String {
+    pub(crate) fn name(&self, key: &str) -> String {
         if self.at.is_empty() {
             key.to_string()
         } else {
@@ -353,6 +364,33 @@ impl<'a> Fields<'a> {
         Ok(Some(s))
     }
 
+    /// A list of strings (a lone string reads as a list of one).
+    pub(crate) fn strings(&mut self, key: &str) -> Result<Option<Vec<String>>, String> {
+        match self.table.remove(key) {
+            None => Ok(None),
+            Some(toml::Value::String(s)) => Ok(Some(vec![s])),
+            Some(toml::Value::Array(items)) => items
+                .into_iter()
+                .map(|v| match v {
+                    toml::Value::String(s) => Ok(s),
+                    _ => Err(format!("{} must be a list of strings", self.name(key))),
+                })
+                .collect::<Result<_, _>>()
+                .map(Some),
+            Some(_) => Err(format!("{} must be a list of strings", self.name(key))),
+        }
+    }
+
+    /// A number (integer or float), 0 or more.
+    pub(crate) fn seconds(&mut self, key: &str) -> Result<Option<f64>, String> {
+        match self.table.remove(key) {
+            None => Ok(None),
+            Some(toml::Value::Integer(i)) if i >= 0 => Ok(Some(i as f64)),
+            Some(toml::Value::Float(f)) if f.is_finite() && f >= 0.0 => Ok(Some(f)),
+            Some(_) => Err(format!("{} must be a number, 0 or more", self.name(key))),
+        }
+    }
+
     pub(crate) fn bool(&mut self, key: &str) -> Result<Option<bool>, String> {
         match self.table.remove(key) {
             None => Ok(None),
@@ -361,7 +399,7 @@ impl<'a> Fields<'a> {
         }
     }
 
-    pub(super) fn int(&mut self, key: &str) -> Result<Option<u64>, String> {
+    pub(crate) fn int(&mut self, key: &str) -> Result<Option<u64>, String> {
         match self.table.remove(key) {
             None => Ok(None),
             Some(toml::Value::Integer(i)) if i >= 0 => Ok(Some(i as u64)),

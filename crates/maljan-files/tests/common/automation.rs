@@ -22,6 +22,7 @@ pub fn serve(
             extraction: Default::default(),
             storage: Default::default(),
             state_dir: state.map(Path::to_path_buf),
+            automation: Default::default(),
         },
         clock,
     );

@@ -58,6 +58,7 @@ impl Harness {
             extraction,
             storage,
             state_dir: None,
+            automation: Default::default(),
         });
         narrow(&mut reg);
         let server = ToolServer::new("files-test", "0", reg);
