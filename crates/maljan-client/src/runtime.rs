@@ -442,7 +442,9 @@ pub(crate) async fn read_view(
             Reply::RpcError { code, message } => Err(Some(format!(
                 "capabilities failed: JSON-RPC error {code}: {message}"
             ))),
-            Reply::Unusable(why) => Err(Some(format!("capabilities failed: {why}"))),
+            Reply::Unusable(why) | Reply::Declined(why) => {
+                Err(Some(format!("capabilities failed: {why}")))
+            }
         }
     } else {
         Err(None)
@@ -479,6 +481,12 @@ pub(crate) fn read_reply(reply: Reply) -> (Option<Value>, Option<CallError>) {
                 )),
             )
         }
+        Reply::Declined(why) => (
+            None,
+            Some(CallError::new(ErrorCode::ToolFailed, why).with_remediation(
+                "the tool asks a person (or the client's model) for input while it runs; call it with arguments that need no question, or from a client that can answer",
+            )),
+        ),
         Reply::Unusable(why) => (
             None,
             Some(CallError::new(ErrorCode::ToolFailed, why).with_remediation(
