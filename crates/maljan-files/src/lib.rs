@@ -42,6 +42,7 @@ pub mod storage;
 mod sync;
 mod tar;
 mod text;
+mod tracing_init;
 mod tree;
 mod unzip;
 mod walk;
@@ -116,6 +117,7 @@ pub fn registry(config: FilesConfig) -> Registry {
     storage::storage_actions::register(&mut reg, &cfg);
     drives::register(&mut reg, &cfg);
     storage::tree_actions::register(&mut reg, &cfg);
+    tracing_init::register(&mut reg, &cfg);
     let params = reg
         .tools()
         .iter()
