@@ -210,8 +210,14 @@ where
     S: tracing::Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
 {
     enabled().then(|| {
+        // Only the conventions' attributes: no source locations, threads, targets or timings.
         tracing_opentelemetry::layer()
             .with_tracer(CurrentTracer)
+            .with_location(false)
+            .with_threads(false)
+            .with_target(false)
+            .with_level(false)
+            .with_tracked_inactivity(false)
             .with_filter(Targets::new().with_target(TARGET, tracing::Level::TRACE))
     })
 }
