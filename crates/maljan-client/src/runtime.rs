@@ -45,6 +45,7 @@ pub struct Runtime {
     slots: BTreeMap<String, Arc<ServerSlot>>,
     /// Which servers already hold which sample (shared by all jobs; see `staging`).
     uploads: UploadCache,
+    metrics: crate::metrics::RuntimeMetrics,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -82,6 +83,7 @@ impl Runtime {
             keys,
             slots,
             uploads: UploadCache::default(),
+            metrics: Default::default(),
         })
     }
 
@@ -98,6 +100,19 @@ impl Runtime {
     }
 
     /// The upload cache: which servers already hold which sample, for 30 minutes.
+    pub fn metrics(&self) -> &crate::metrics::RuntimeMetrics {
+        &self.metrics
+    }
+
+    /// The runtime's `/metrics` text (see [`crate::metrics`]).
+    pub fn render_metrics(&self) -> String {
+        self.metrics.render(
+            self.slots
+                .iter()
+                .map(|(name, slot)| (name.as_str(), slot.breaker.rests())),
+        )
+    }
+
     pub fn uploads(&self) -> &UploadCache {
         &self.uploads
     }

@@ -8,6 +8,7 @@ mod console_cmd;
 mod login_cmd;
 mod queue_cmds;
 mod serve;
+mod worker_metrics;
 
 use clap::{Parser, Subcommand};
 
