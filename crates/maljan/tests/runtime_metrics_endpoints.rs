@@ -31,35 +31,11 @@ fn get(port: u16, path: &str) -> (String, String) {
     (head.to_string(), body.to_string())
 }
 
-/// prometheus_client's OpenMetrics parser: [{name, type, samples: [{name, labels, value}]}].
 fn parse(text: &str) -> Vec<Value> {
-    let script = r#"
-import json, sys
-from prometheus_client.openmetrics.parser import text_string_to_metric_families
-print(json.dumps([{"name": f.name, "type": f.type, "samples": [
-    {"name": s.name, "labels": s.labels, "value": s.value} for s in f.samples]}
-    for f in text_string_to_metric_families(sys.stdin.read())]))
-"#;
-    let mut child = Command::new(peer("MALJAN_PY"))
-        .args(["-c", script])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "the parser refused the text: {}\n{text}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    match maljan_testkit::parse_openmetrics(text) {
+        Value::Array(families) => families,
+        other => panic!("not a list of families: {other}"),
+    }
 }
 
 fn names(families: &[Value]) -> Vec<(String, String)> {
