@@ -105,6 +105,15 @@ if [ ! -f "$notify_stamp" ]; then
   "$PEERS/venv/bin/pip" install --quiet --disable-pip-version-check 'aiosmtpd==1.4.6' >&2
   touch "$notify_stamp"
 fi
+# The OTLP collector stand-in (tests/peers/otlp_collector.py) decodes what the exporters send
+# with OpenTelemetry's own protobuf definitions.
+otlp_stamp="$PEERS/.installed-otlp-proto-v1"
+if [ ! -f "$otlp_stamp" ]; then
+  echo "installing opentelemetry-proto into $PEERS/venv (once)" >&2
+  if [ ! -x "$PEERS/venv/bin/python" ]; then python3 -m venv "$PEERS/venv"; fi
+  "$PEERS/venv/bin/pip" install --quiet --disable-pip-version-check 'opentelemetry-proto==1.45.2' >&2
+  touch "$otlp_stamp"
+fi
 # The PostgreSQL engine's tests (maljan-testkit's postgres helper: initdb + postgres in a temp
 # directory on a free port) use Debian's PostgreSQL; setpriv (util-linux) runs it as `postgres`.
 postgres_stamp="$PEERS/.installed-postgres-v1"

@@ -9,6 +9,7 @@ use std::{
     sync::Arc,
     time::{Duration, Instant},
 };
+use tracing::Instrument as _;
 
 use maljan_client::{CallRecord, Job, ServerHandle};
 use maljan_triage::report::{Turn, TurnCall};
@@ -319,9 +320,16 @@ impl Analyst<'_> {
             let msg = format!("server {} is not connected", tool.server);
             return (refuse(&mut turn, msg), turn);
         };
+        // The model's tool call as its own span (`execute_tool {tool}`); the runtime's client span
+        // and the server's span nest under it.
+        let span = maljan_telemetry::tool_span(&tool.tool);
         let rec = handle
             .call_cancellable(&tool.tool, sent.clone(), self.cancel)
+            .instrument(span.clone())
             .await;
+        if let Some(e) = &rec.error {
+            maljan_telemetry::record_error(&span, e.code.as_str());
+        }
         repeats.made(&tool.server, &tool.tool, &sent, &rec.ev_id);
         self.progress.tool_called("analyst", &rec);
         turn.evidence = Some(rec.ev_id.clone());

@@ -29,6 +29,7 @@ pub mod config;
 pub mod job;
 pub mod ledger;
 pub mod manifest;
+pub mod metrics;
 pub mod outcome;
 pub mod paths;
 pub mod redact;

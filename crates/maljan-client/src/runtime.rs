@@ -45,6 +45,7 @@ pub struct Runtime {
     slots: BTreeMap<String, Arc<ServerSlot>>,
     /// Which servers already hold which sample (shared by all jobs; see `staging`).
     uploads: UploadCache,
+    metrics: crate::metrics::RuntimeMetrics,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -82,6 +83,7 @@ impl Runtime {
             keys,
             slots,
             uploads: UploadCache::default(),
+            metrics: Default::default(),
         })
     }
 
@@ -98,6 +100,19 @@ impl Runtime {
     }
 
     /// The upload cache: which servers already hold which sample, for 30 minutes.
+    pub fn metrics(&self) -> &crate::metrics::RuntimeMetrics {
+        &self.metrics
+    }
+
+    /// The runtime's `/metrics` text (see [`crate::metrics`]).
+    pub fn render_metrics(&self) -> String {
+        self.metrics.render(
+            self.slots
+                .iter()
+                .map(|(name, slot)| (name.as_str(), slot.breaker.rests())),
+        )
+    }
+
     pub fn uploads(&self) -> &UploadCache {
         &self.uploads
     }
@@ -442,7 +457,9 @@ pub(crate) async fn read_view(
             Reply::RpcError { code, message } => Err(Some(format!(
                 "capabilities failed: JSON-RPC error {code}: {message}"
             ))),
-            Reply::Unusable(why) => Err(Some(format!("capabilities failed: {why}"))),
+            Reply::Unusable(why) | Reply::Declined(why) => {
+                Err(Some(format!("capabilities failed: {why}")))
+            }
         }
     } else {
         Err(None)
@@ -479,6 +496,12 @@ pub(crate) fn read_reply(reply: Reply) -> (Option<Value>, Option<CallError>) {
                 )),
             )
         }
+        Reply::Declined(why) => (
+            None,
+            Some(CallError::new(ErrorCode::ToolFailed, why).with_remediation(
+                "the tool asks a person (or the client's model) for input while it runs; call it with arguments that need no question, or from a client that can answer",
+            )),
+        ),
         Reply::Unusable(why) => (
             None,
             Some(CallError::new(ErrorCode::ToolFailed, why).with_remediation(

@@ -1,5 +1,7 @@
-//! Issue 4 item 2: over streamable HTTP, "a new session when the server answers 404 for an expired
-//! one". The real peer is the Python SDK server (`py_server.py`, install with `scripts/peers.sh`):
+//! Issue 4 item 2 and issue 25 item 2: over streamable HTTP, a 2025-11-25 session is
+//! re-initialised when the server answers 404 for an expired one. The real peer is the Python SDK
+//! server as a 2025-11-25 server (tests/peers/py_2026_server.py --legacy: the client's discovery
+//! finds no `server/discover` and falls back to `initialize`, which opens a session):
 //! it is called once, then stopped and started again on the same port, which loses every session,
 //! so the next request carrying the old `Mcp-Session-Id` is answered 404 (the server's log shows
 //! the rejection and the new session).
@@ -7,7 +9,7 @@
 //! new session itself; the runtime did not reconnect), and both calls must be in the ledger.
 
 mod common;
-use common::{Peer, peers_dir};
+use common::{Peer, repo_peers_dir};
 
 use std::{
     path::Path,
@@ -23,8 +25,9 @@ use serde_json::json;
 fn start(port: u16, extra: &[&str], log: &Path) -> Peer {
     let err = std::fs::File::create(log).unwrap();
     let child = Command::new(peer_env("MALJAN_PY"))
-        .arg(peers_dir().join("py_server.py"))
+        .arg(repo_peers_dir().join("py_2026_server.py"))
         .args([
+            "--legacy",
             "--transport",
             "streamable-http",
             "--port",

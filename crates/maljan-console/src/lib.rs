@@ -37,6 +37,8 @@ pub struct ConsoleOptions {
     pub config: Option<PathBuf>,
     /// The largest sample a job accepts, in bytes.
     pub max_sample_bytes: u64,
+    /// Serve the runtime's Prometheus `/metrics` (maljan-client's metrics) on the same listener.
+    pub metrics: bool,
 }
 
 impl Default for ConsoleOptions {
@@ -45,6 +47,7 @@ impl Default for ConsoleOptions {
             listen: SocketAddr::from(([127, 0, 0, 1], 8700)),
             config: None,
             max_sample_bytes: 64 * 1024 * 1024,
+            metrics: false,
         }
     }
 }
@@ -55,7 +58,24 @@ pub fn router(state: Arc<AppState>) -> Router {
     let limit = usize::try_from(state.opts.max_sample_bytes)
         .unwrap_or(usize::MAX)
         .saturating_add(1 << 20);
-    Router::new()
+    let mut routes = Router::new();
+    if state.opts.metrics {
+        // Behind the same guard as every page: a login where the console asks for one.
+        routes = routes.route(
+            "/metrics",
+            axum::routing::get(|s: axum::extract::State<Arc<AppState>>| async move {
+                let text = s.runtime().render_metrics();
+                (
+                    [(
+                        http::header::CONTENT_TYPE,
+                        maljan_client::metrics::CONTENT_TYPE,
+                    )],
+                    text,
+                )
+            }),
+        );
+    }
+    routes
         .merge(pages::routes())
         .nest("/api/v1", api::routes())
         .merge(views::asset_routes())

@@ -49,6 +49,7 @@ pub mod storage;
 mod sync;
 mod tar;
 mod text;
+mod tracing_init;
 mod tree;
 mod unzip;
 mod walk;
@@ -164,6 +165,7 @@ pub fn registry_with_clock(config: FilesConfig, clock: Arc<dyn Clock>) -> Regist
     audit::register(&mut reg, &cfg);
     progress::register(&mut reg, &cfg);
     shell::register(&mut reg, &cfg);
+    tracing_init::register(&mut reg, &cfg);
     let params = reg
         .tools()
         .iter()

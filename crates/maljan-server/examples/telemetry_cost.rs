@@ -1,6 +1,9 @@
 //! What `/metrics` costs a tools/call: the same trivial call through the HTTP router with the
 //! metrics off and on, in alternating rounds, in-process (no sockets, so the figure is the
 //! server's own work). Prints the median per call of each and their ratio.
+//! OpenTelemetry is on for the whole run when OTEL_EXPORTER_OTLP_ENDPOINT is set (as in
+//! `maljan`: a server span and a histogram observation per call, batch-exported over OTLP), so
+//! its cost is the difference between a run with it and one without.
 //!
 //!     cargo run --release -p maljan-server --example telemetry_cost [ROUNDS] [CALLS_PER_ROUND]
 
@@ -67,6 +70,12 @@ async fn main() {
     let mut args = std::env::args().skip(1);
     let rounds: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(21);
     let calls: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(500);
+    let otel = maljan_telemetry::init_from_env("telemetry-cost").unwrap();
+    {
+        use tracing_subscriber::layer::SubscriberExt as _;
+        let subscriber = tracing_subscriber::registry().with(maljan_telemetry::layer());
+        tracing::subscriber::set_global_default(subscriber).unwrap();
+    }
     let mut options = HttpOptions::new(([127, 0, 0, 1], 0).into());
     options.json_response = true;
     let off = maljan_server::router(server(), &options, Default::default());
@@ -82,7 +91,9 @@ async fn main() {
     }
     let (m_off, m_on) = (median(t_off), median(t_on));
     println!(
-        "tools/call in-process, {rounds} rounds x {calls} calls: metrics off {m_off:.1} us, on {m_on:.1} us, on/off {:.3}",
+        "tools/call in-process, {rounds} rounds x {calls} calls, OpenTelemetry {}: metrics off {m_off:.1} us, on {m_on:.1} us, on/off {:.3}",
+        if otel { "on" } else { "off" },
         m_on / m_off
     );
+    maljan_telemetry::shutdown();
 }

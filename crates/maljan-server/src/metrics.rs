@@ -74,6 +74,18 @@ pub enum Ended<'a> {
     Protocol(i32),
 }
 
+impl Ended<'_> {
+    /// The conventions' `error.type`: `tool_error` for a result with isError, the JSON-RPC code
+    /// for a protocol error; none for success.
+    pub fn error_type(&self) -> Option<String> {
+        match self {
+            Ended::Ok => None,
+            Ended::ToolError(_) => Some("tool_error".into()),
+            Ended::Protocol(code) => Some(code.to_string()),
+        }
+    }
+}
+
 impl Metrics {
     pub fn new() -> Arc<Self> {
         let mut registry = Registry::default();
@@ -107,11 +119,7 @@ impl Metrics {
     /// Records one answered request. `tool` must be a name the server registered (or
     /// [`UNKNOWN_TOOL`]); other requests pass an empty one.
     pub fn record(&self, method: &str, tool: &str, ended: Ended<'_>, took: Duration) {
-        let error_type = match ended {
-            Ended::Ok => String::new(),
-            Ended::ToolError(_) => "tool_error".into(),
-            Ended::Protocol(code) => code.to_string(),
-        };
+        let error_type = ended.error_type().unwrap_or_default();
         self.duration
             .get_or_create(&Operation {
                 mcp_method_name: method.to_string(),

@@ -3,10 +3,13 @@
 //! the JSON-RPC session, version negotiation (2024-11-05 … 2025-11-25, and the stateless
 //! 2026-07-28 `server/discover`), ping and cancellation; maljan does validation, errors,
 //! timeouts and progress, and completes an initialize that left out fields
-//! ([`complete_initialize`]) before either transport hands it to rmcp.
+//! ([`complete_initialize`]) before either transport hands it to rmcp. Each tools/call runs in an
+//! OpenTelemetry server span continuing the caller's `traceparent` (see maljan-telemetry), and is
+//! counted where [`crate::metrics`] counts it.
 
 use std::{sync::Arc, time::Instant};
 
+use maljan_telemetry::Side;
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
     model::{
@@ -17,6 +20,7 @@ use rmcp::{
     service::{Peer, RequestContext},
 };
 use serde_json::{Value, json};
+use tracing::Instrument as _;
 
 /// JSON-RPC's invalid-params code, rmcp's answer to an unknown tool.
 const INVALID_PARAMS: i32 = -32602;
@@ -95,6 +99,13 @@ impl ServerHandler for McpHandler {
         if let Some(m) = &self.metrics {
             m.record("tools/list", "", Ended::Ok, started.elapsed());
         }
+        maljan_telemetry::record_duration(
+            Side::Server,
+            "tools/list",
+            None,
+            None,
+            started.elapsed(),
+        );
         Ok(list)
     }
 
@@ -106,6 +117,18 @@ impl ServerHandler for McpHandler {
         let started = Instant::now();
         let name = request.name.to_string();
         let args = request.arguments.unwrap_or_default();
+        // A span only names a tool the server has: a caller cannot put its own text in one.
+        let span = if maljan_telemetry::enabled() {
+            let known = self.tools.iter().any(|t| t.name == name.as_str());
+            maljan_telemetry::operation_span(
+                Side::Server,
+                "tools/call",
+                Some(if known { name.as_str() } else { UNKNOWN_TOOL }),
+                context.meta.get_traceparent(),
+            )
+        } else {
+            tracing::Span::none()
+        };
         let progress = context
             .meta
             .get_progress_token()
@@ -114,11 +137,12 @@ impl ServerHandler for McpHandler {
         let outcome = self
             .server
             .call(&name, args, context.ct.clone(), sink)
+            .instrument(span.clone())
             .await;
         if let Some(progress) = &progress {
             progress.flush().await;
         }
-        if let Some(m) = &self.metrics {
+        if self.metrics.is_some() || maljan_telemetry::enabled() {
             let (tool, ended) = match &outcome {
                 Some(o) if o.is_error => (
                     name.as_str(),
@@ -127,7 +151,21 @@ impl ServerHandler for McpHandler {
                 Some(_) => (name.as_str(), Ended::Ok),
                 None => (UNKNOWN_TOOL, Ended::Protocol(INVALID_PARAMS)),
             };
-            m.record("tools/call", tool, ended, started.elapsed());
+            let took = started.elapsed();
+            if let Some(m) = &self.metrics {
+                m.record("tools/call", tool, ended, took);
+            }
+            let error_type = ended.error_type();
+            if let Some(e) = &error_type {
+                maljan_telemetry::record_error(&span, e);
+            }
+            maljan_telemetry::record_duration(
+                Side::Server,
+                "tools/call",
+                Some(tool),
+                error_type.as_deref(),
+                took,
+            );
         }
         match outcome {
             Some(outcome) => Ok(tool_result(outcome).into()),

@@ -275,3 +275,34 @@ impl Drop for DriveFixture {
         let _ = self.child.wait();
     }
 }
+
+/// Prometheus's own Python client (in the peers' venv) parses a `/metrics` text, strictly as
+/// OpenMetrics, into `[{name, type, samples: [{name, labels, value}]}]`; a text it refuses fails
+/// the test with its reason. A family without samples is not in the output.
+pub fn parse_openmetrics(text: &str) -> serde_json::Value {
+    use std::io::Write as _;
+    let script = r#"
+import json, sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+print(json.dumps([{"name": f.name, "type": f.type, "samples": [
+    {"name": s.name, "labels": s.labels, "value": s.value} for s in f.samples]}
+    for f in text_string_to_metric_families(sys.stdin.read())]))
+"#;
+    let mut child = Command::new(peer_env("MALJAN_PY"))
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the peers' python");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(text.as_bytes()).expect("write the text");
+    drop(stdin);
+    let out = child.wait_with_output().expect("the parser's answer");
+    assert!(
+        out.status.success(),
+        "the parser refused the text: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("the parser's JSON")
+}

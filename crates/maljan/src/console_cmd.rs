@@ -21,6 +21,10 @@ pub struct ConsoleArgs {
     /// The largest sample a job accepts, in bytes.
     #[arg(long, default_value_t = 64 * 1024 * 1024, value_name = "BYTES")]
     pub max_sample_bytes: u64,
+    /// Serve Prometheus `/metrics` (calls, errors by code, breaker rests, upload bytes) on the
+    /// console's listener, behind its login.
+    #[arg(long)]
+    pub metrics: bool,
 }
 
 #[derive(Subcommand)]
@@ -58,6 +62,7 @@ pub async fn console(args: ConsoleArgs) -> anyhow::Result<ExitCode> {
                 listen: args.listen,
                 config: args.config,
                 max_sample_bytes: args.max_sample_bytes,
+                metrics: args.metrics,
             })
             .await?;
         }

@@ -8,6 +8,7 @@ mod console_cmd;
 mod login_cmd;
 mod queue_cmds;
 mod serve;
+mod worker_metrics;
 
 use clap::{Parser, Subcommand};
 
@@ -108,6 +109,7 @@ fn main() -> std::process::ExitCode {
     // Blocking work still running (a read from a FIFO, a tool whose caller is gone) is not
     // waited for: its answer has nowhere to go, and a server must exit soon after stdin closes.
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    maljan_telemetry::shutdown();
     match result {
         Ok(code) => code,
         Err(e) => {
@@ -119,13 +121,22 @@ fn main() -> std::process::ExitCode {
 
 /// Logs go to stderr only: on stdio, stdout carries nothing but protocol messages. rmcp's own
 /// logging is off by default: on a failed connection it prints full URLs, query strings included.
+/// With `OTEL_EXPORTER_OTLP_ENDPOINT` set, the MCP spans are exported too (maljan-telemetry);
+/// they stay out of the log unless MALJAN_LOG asks for target `mcp`.
 fn init_logging() {
+    use tracing_subscriber::{Layer as _, layer::SubscriberExt as _, util::SubscriberInitExt as _};
     let filter = tracing_subscriber::EnvFilter::try_from_env("MALJAN_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=off"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=off,mcp=off"));
+    if let Err(e) = maljan_telemetry::init_from_env("maljan") {
+        eprintln!("maljan: telemetry export is off: {e}");
+    }
+    let log = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(false)
         .compact()
+        .with_filter(filter);
+    let _ = tracing_subscriber::registry()
+        .with(maljan_telemetry::layer())
+        .with(log)
         .try_init();
 }

@@ -70,6 +70,10 @@ pub struct WorkerArgs {
     /// Stop once no job is queued or running anywhere (tests, batch runs).
     #[arg(long)]
     pub exit_when_idle: bool,
+    /// Serve Prometheus `/metrics` here (calls, errors by code, breaker rests, queue depth,
+    /// upload bytes), e.g. 127.0.0.1:9464.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
     #[command(flatten)]
     pub config: ConfigArg,
 }
@@ -258,6 +262,9 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         .map(|e| Arc::new(Models::new(e)));
     let store = SampleStore::from_url(&args.samples.url, &config.data_dir)?;
     let runtime = Runtime::open(config)?;
+    if let Some(addr) = args.metrics_listen {
+        crate::worker_metrics::serve(addr, runtime.clone()).await?;
+    }
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
     let shared = Arc::new(Shared {
         runtime,

@@ -287,13 +287,15 @@ impl ServerHandle {
         if let Some(rest) = &g.rest {
             self.note_rest(rest);
         }
-        match g.value {
-            Ok(reply) => {
-                let (result, error) = read_reply(reply);
-                (result, error, g.wait, g.duration, g.trial)
-            }
-            Err(e) => (None, Some(e), g.wait, g.duration, g.trial),
-        }
+        let (result, error) = match g.value {
+            Ok(reply) => read_reply(reply),
+            Err(e) => (None, Some(e)),
+        };
+        self.job
+            .runtime
+            .metrics()
+            .call(&self.slot.name, error.as_ref().map(|e| e.code.as_str()));
+        (result, error, g.wait, g.duration, g.trial)
     }
 }
 
@@ -325,6 +327,10 @@ impl StagingTarget for ServerHandle {
 
     fn degrade(&self, reason: String) {
         self.job.degrade(reason);
+    }
+
+    fn uploaded(&self, bytes: u64) {
+        self.job.runtime.metrics().uploaded(bytes);
     }
 
     fn keep_mirror(&self, path: PathBuf) {

@@ -45,6 +45,8 @@ pub(crate) trait StagingTarget: Sync {
     fn degrade(&self, reason: String);
     /// Remembers a mirror copy, removed when the job ends.
     fn keep_mirror(&self, path: PathBuf);
+    /// Counts bytes handed over through put_sample (the runtime's `/metrics`).
+    fn uploaded(&self, _bytes: u64) {}
     fn report_progress(&self, progress: &UploadProgress);
     /// The put_sample tools the server advertises; None when it could not be reached (already a
     /// degradation reason of its own).
@@ -141,6 +143,7 @@ pub(crate) async fn hand_over(server: &impl StagingTarget, sample: &Sample) -> H
         .uploads()
         .get_or_upload(server.server(), &cfg.url, &sample.sha256, || async {
             let path = upload::upload(server, sample, chunked).await?;
+            server.uploaded(sample.size);
             check_returned_path(&path)?;
             Ok::<_, String>(path)
         })

@@ -10,7 +10,15 @@
 //! - `http`: streamable HTTP, falling back to legacy SSE on the same URL when the server refuses
 //!   the streamable POST (the spec's backwards-compatibility section).
 //! - [`oauth`]: OAuth 2.1 tokens, for an entry with an `oauth` table, in place of `auth_token`.
+//!
+//! On every transport the client tries 2026-07-28 first (`server/discover`), and falls back to the
+//! `initialize` handshake for an older server. rmcp's per-connection response cache honours a list
+//! result's `ttlMs`/`cacheScope` (the connection is the server's, kept across jobs), so a job
+//! reads the tool list from the server only once it has expired. `call` sends `tools/call` with
+//! `traceparent` in `_meta` and answers `input_required` by the policy in `input`.
 
+mod call;
+mod input;
 mod lines;
 pub mod oauth;
 mod sse;
@@ -26,10 +34,10 @@ use std::{
 };
 
 use rmcp::{
-    RoleClient, ServiceError, ServiceExt,
+    ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceError,
     model::{
-        CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam,
-        ClientCapabilities, ClientConfig, ClientRequest, Implementation, ProtocolVersion,
+        CancelledNotification, CancelledNotificationParam, ClientCapabilities, ClientConfig,
+        ElicitationCapability, FormElicitationCapability, Implementation, ProtocolVersion,
         RequestId, ServerResult,
     },
     service::{Peer, PeerRequestOptions, RunningService},
@@ -96,6 +104,9 @@ pub enum Reply {
     },
     /// What came for the call could not be used (too large, malformed): the client says why.
     Unusable(String),
+    /// The server asked for input (2026-07-28 `input_required`) the runtime's policy does not give
+    /// (see `input`): why the call ended.
+    Declined(String),
 }
 
 /// One tool as the server's tools/list described it.
@@ -191,12 +202,29 @@ pub struct ConnectOptions {
     pub stderr_file: Option<PathBuf>,
 }
 
+/// Form elicitation is declared so that a 2026-07-28 server asks (an `input_required` result the
+/// policy in `input` declines) instead of failing the call for a missing capability; an older
+/// server's `elicitation/create` gets rmcp's default answer, a decline.
 fn client_config() -> ClientConfig {
+    let mut capabilities = ClientCapabilities::default();
+    let mut elicitation = ElicitationCapability::new();
+    elicitation.form = Some(FormElicitationCapability::default());
+    capabilities.elicitation = Some(elicitation);
     ClientConfig::new(
-        ClientCapabilities::default(),
+        capabilities,
         Implementation::new("maljan", env!("CARGO_PKG_VERSION")),
     )
     .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+}
+
+/// `server/discover` first (2026-07-28: no session, the version in every request's `_meta`);
+/// a server that answers it as an older one would, or not within 10 s, gets the `initialize`
+/// handshake at the newest version that has one.
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+    }
 }
 
 /// reqwest is built without a default TLS provider; install ring once, before the first client.
@@ -257,7 +285,12 @@ where
     T: rmcp::transport::IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
-    match tokio::time::timeout(timeout, client_config().serve(transport)).await {
+    match tokio::time::timeout(
+        timeout,
+        client_config().serve_with_lifecycle(transport, lifecycle()),
+    )
+    .await
+    {
         Err(_) => Err(Unanswered::Unreachable(format!(
             "no MCP handshake within {}",
             human_secs(timeout)
@@ -416,81 +449,6 @@ impl Connection {
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
             .and_then(|c| c.pid())
-    }
-
-    /// `tools/list`, all pages.
-    pub async fn list_tools(&self, timeout: Duration) -> Result<Vec<ListedTool>, Unanswered> {
-        match tokio::time::timeout(timeout, self.peer.list_all_tools()).await {
-            Err(_) => Err(Unanswered::Timeout(timeout)),
-            Ok(Ok(tools)) => Ok(tools.into_iter().map(ListedTool::from_rmcp).collect()),
-            Ok(Err(e)) => Err(match self.classify(e) {
-                Classified::Unanswered(u) => u,
-                Classified::Answer(Reply::RpcError { code, message }) => Unanswered::Unreachable(
-                    format!("tools/list failed: JSON-RPC error {code}: {message}"),
-                ),
-                Classified::Answer(Reply::Unusable(why)) => {
-                    Unanswered::Unreachable(format!("tools/list failed: {why}"))
-                }
-                Classified::Answer(Reply::Result(_)) => {
-                    Unanswered::Unreachable("tools/list failed".into())
-                }
-            }),
-        }
-    }
-
-    /// `tools/call` with a deadline. On timeout the request is cancelled on the server
-    /// (`notifications/cancelled`); so is a call whose future is dropped.
-    pub async fn call_tool(
-        &self,
-        name: &str,
-        arguments: Option<serde_json::Map<String, Value>>,
-        timeout: Duration,
-    ) -> Result<Reply, Unanswered> {
-        let mut params = CallToolRequestParams::new(name.to_string());
-        if let Some(args) = arguments {
-            params = params.with_arguments(args);
-        }
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let handle = self
-            .peer
-            .send_request_with_option(request, PeerRequestOptions::with_timeout(timeout))
-            .await
-            .map_err(|e| match self.classify(e) {
-                Classified::Unanswered(u) => u,
-                Classified::Answer(_) => Unanswered::Gone("the request could not be sent".into()),
-            })?;
-        let mut guard = CancelOnDrop {
-            peer: Some(self.peer.clone()),
-            id: handle.id.clone(),
-        };
-        let sent = std::time::Instant::now();
-        let answer = handle.await_response().await;
-        // await_response sends its own cancellation on timeout; an answer needs none.
-        guard.peer = None;
-        match answer {
-            Ok(ServerResult::CallToolResult(r)) => Ok(Reply::Result(
-                serde_json::to_value(&r).unwrap_or(Value::Null),
-            )),
-            Ok(other) => Ok(Reply::RpcError {
-                code: -32603,
-                message: format!(
-                    "the server answered tools/call with another kind of result ({})",
-                    result_kind(&other)
-                ),
-            }),
-            Err(e) => {
-                match self.classify(e) {
-                    Classified::Answer(reply) => Ok(reply),
-                    Classified::Unanswered(Unanswered::Timeout(waited)) => {
-                        let seen = self.faults.as_ref().and_then(|f| f.since(sent));
-                        Err(seen.map_or(Unanswered::Timeout(waited), |seen| {
-                            Unanswered::Unreadable { waited, seen }
-                        }))
-                    }
-                    Classified::Unanswered(u) => Err(u),
-                }
-            }
-        }
     }
 
     fn classify(&self, e: ServiceError) -> Classified {

@@ -106,3 +106,26 @@ pub fn peers_dir() -> PathBuf {
         "/work/shared/peers".into()
     }
 }
+
+/// This repository's own peer scripts (tests/peers).
+pub fn repo_peers_dir() -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/peers")
+}
+
+/// A stdio entry for tests/peers/py_2026_server.py (the Python SDK) with `args`.
+pub fn py_2026_stdio(args: &[&str]) -> ServerConfig {
+    let mut all = vec![
+        repo_peers_dir()
+            .join("py_2026_server.py")
+            .to_string_lossy()
+            .into_owned(),
+    ];
+    all.extend(args.iter().map(|a| a.to_string()));
+    ServerConfig {
+        transport: TransportKind::Stdio,
+        command: maljan_testkit::peer_env("MALJAN_PY"),
+        args: all,
+        enabled: true,
+        ..Default::default()
+    }
+}

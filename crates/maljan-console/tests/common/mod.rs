@@ -69,6 +69,7 @@ fn console_configured(listen: &str, max_sample_bytes: u64, analysis: bool, extra
         listen: listen.parse().unwrap(),
         config: Some(config_path.clone()),
         max_sample_bytes,
+        metrics: true,
     };
     if !opts.listen.ip().is_loopback() {
         maljan_console::AuthStore::load(&config.data_dir)
