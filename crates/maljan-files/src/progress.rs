@@ -148,7 +148,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
              correlation id, the progress last reported (transferred of total), status \
              (running, done, error, cancelled), start and end times.",
         )
-        .title("List calls in progress"),
+        .title("List calls in progress")
+        .timeout_s(60),
         move |_ctx, _a: NoArgs| {
             let c = c.clone();
             async move {
@@ -170,7 +171,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
              running call has that name.",
         )
         .title("Cancel a call")
-        .writes(),
+        .writes()
+        .timeout_s(60),
         move |_ctx, a: NameArgs| {
             let c = c.clone();
             async move {
@@ -196,7 +198,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             "Forget every finished call FA_progress_list shows; returns how many.",
         )
         .title("Clear finished calls")
-        .writes(),
+        .writes()
+        .timeout_s(60),
         move |_ctx, _a: NoArgs| {
             let c = c.clone();
             async move {

@@ -202,7 +202,9 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
         .title("Run a program")
         .destructive()
         .not_idempotent()
-        .opt_in(),
+        .opt_in()
+        // Its own timeout argument ends the program first; this one ends the call.
+        .timeout_s(MAX_TIMEOUT_S as u64 + 10),
         move |ctx, a: ShellArgs| {
             let c = c.clone();
             async move { run_shell(&c, &ctx, a).await }

@@ -50,7 +50,8 @@ pub(crate) fn register(reg: &mut Registry, _cfg: &Arc<Config>) {
             maljan_telemetry::ENDPOINT_VAR,
             "start the server with OTEL_EXPORTER_OTLP_ENDPOINT set to an OTLP/HTTP collector (e.g. http://127.0.0.1:4318)",
         ))
-        .not_idempotent(),
+        .not_idempotent()
+        .timeout_s(30),
         |_ctx, a: TracingInitArgs| async move {
             if a.exporter.as_ref().is_some_and(|e| !e.is_null()) {
                 return Err(ToolError::bad_argument(

@@ -18,6 +18,7 @@
 //! `traceparent` in `_meta` and answers `input_required` by the policy in `input`.
 
 mod call;
+mod discover;
 mod input;
 mod lines;
 pub mod oauth;
@@ -218,8 +219,9 @@ fn client_config() -> ClientConfig {
 }
 
 /// `server/discover` first (2026-07-28: no session, the version in every request's `_meta`);
-/// a server that answers it as an older one would, or not within 10 s, gets the `initialize`
-/// handshake at the newest version that has one.
+/// a server that answers it as an older one would (an error, or a success that is no discover
+/// result: see `discover`), or not within 10 s, gets the `initialize` handshake at the newest
+/// version that has one.
 fn lifecycle() -> ClientLifecycleMode {
     ClientLifecycleMode::Auto {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
@@ -287,7 +289,10 @@ where
 {
     match tokio::time::timeout(
         timeout,
-        client_config().serve_with_lifecycle(transport, lifecycle()),
+        client_config().serve_with_lifecycle(
+            discover::LegacyDiscoverReply::new(transport.into_transport()),
+            lifecycle(),
+        ),
     )
     .await
     {

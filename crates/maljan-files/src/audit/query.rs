@@ -217,7 +217,8 @@ pub(super) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
              (by default it is in the server's state database).",
         )
         .title("Configure the audit trail")
-        .writes(),
+        .writes()
+        .timeout_s(60),
         move |_ctx, a: ConfigureArgs| {
             let c = c.clone();
             async move { super::after_flush(&c, move |c| super::configure(c, &a.db_path)).await }
@@ -231,7 +232,8 @@ pub(super) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
              seconds), actor, source, pipeline, task, action (the tool), backend, status (ok, \
              error), correlation_id (every call of one run), resource_prefix, text, limit, offset.",
         )
-        .title("Search the audit trail"),
+        .title("Search the audit trail")
+        .timeout_s(60),
         move |_ctx, f: Filters| {
             let c = c.clone();
             async move { super::after_flush(&c, move |c| search(c, f)).await }
@@ -244,7 +246,8 @@ pub(super) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             "How many audit records pass the filters (those of FA_audit_search; limit and \
              offset are ignored).",
         )
-        .title("Count audit records"),
+        .title("Count audit records")
+        .timeout_s(60),
         move |_ctx, f: Filters| {
             let c = c.clone();
             async move { super::after_flush(&c, move |c| count(c, f)).await }
@@ -257,7 +260,8 @@ pub(super) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             "Delete the audit records older than older_than_seconds; returns how many.",
         )
         .title("Purge old audit records")
-        .destructive(),
+        .destructive()
+        .timeout_s(60),
         move |_ctx, a: PurgeArgs| {
             let c = c.clone();
             async move { super::after_flush(&c, move |c| purge(c, a.older_than_seconds)).await }

@@ -134,7 +134,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
         ToolMeta::new(
             "FA_pipeline_validate",
             "Check a pipeline definition: {\"valid\", \"errors\"} with the path of each problem.",
-        ),
+        )
+        .timeout_s(60),
         move |ctx: ToolContext, a: DefinitionArgs| {
             let c = c.clone();
             async move {
@@ -154,7 +155,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
         ToolMeta::new(
             "FA_pipeline_status",
             "The recorded state of a pipeline run and of each of its tasks.",
-        ),
+        )
+        .timeout_s(60),
         move |_ctx, a: RunIdArgs| {
             let c = c.clone();
             async move {
@@ -169,7 +171,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
         ToolMeta::new(
             "FA_pipeline_history",
             "The latest recorded pipeline runs, newest first, of one pipeline or of all.",
-        ),
+        )
+        .timeout_s(60),
         move |_ctx, a: HistoryArgs| {
             let c = c.clone();
             async move {

@@ -172,8 +172,13 @@ const STATES: &[&str] = &[
 ];
 
 pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
-    let writer = |name: &str, desc: &str| ToolMeta::new(name, desc).writes().not_idempotent();
-    let reader = |name: &str, desc: &str| ToolMeta::new(name, desc);
+    let writer = |name: &str, desc: &str| {
+        ToolMeta::new(name, desc)
+            .writes()
+            .not_idempotent()
+            .timeout_s(60)
+    };
+    let reader = |name: &str, desc: &str| ToolMeta::new(name, desc).timeout_s(60);
     let c = cfg.clone();
     reg.add(
         writer("FA_schedule_add", "Run an action list on a cron expression (5 fields or an @alias, in a time zone), kept across server restarts."),
@@ -253,7 +258,9 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
         writer(
             "FA_schedule_run",
             "Fire a job now, by hand; returns the run's record (skipped if it overlaps).",
-        ),
+        )
+        // The call waits for the run, which its job's own timeout bounds.
+        .timeout_s(3600),
         move |_ctx, a: NameArgs| {
             let c = c.clone();
             async move {

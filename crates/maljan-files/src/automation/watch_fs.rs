@@ -168,7 +168,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
     reg.add(
         ToolMeta::new("FA_watch_start", "Run an action list when files under a path are created, modified, deleted or moved (debounced), kept across server restarts.")
             .writes()
-            .not_idempotent(),
+            .not_idempotent()
+.timeout_s(60),
         move |ctx: ToolContext, a: StartArgs| {
             let c = c.clone();
             async move {
@@ -211,7 +212,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             "FA_watch_stop",
             "Stop and remove a watch; returns its last snapshot.",
         )
-        .writes(),
+        .writes()
+        .timeout_s(60),
         move |_ctx, a: NameArgs| {
             let c = c.clone();
             async move {
@@ -239,7 +241,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             "FA_watch_stop_all",
             "Stop and remove every watch; returns their last snapshots.",
         )
-        .writes(),
+        .writes()
+        .timeout_s(60),
         move |_ctx, _a: NoArgs| {
             let c = c.clone();
             async move {
@@ -255,7 +258,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
         ToolMeta::new(
             "FA_watch_list",
             "Every watch: its path, events, whether it runs, and how often it fired.",
-        ),
+        )
+        .timeout_s(60),
         move |_ctx, _a: NoArgs| {
             let c = c.clone();
             async move {

@@ -290,7 +290,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             "The configured notification sinks: name, type and what identifies them (a host, \
              recipients, a chat id), never a secret.",
         )
-        .title("List notification sinks"),
+        .title("List notification sinks")
+        .timeout_s(60),
         move |_ctx, _a: NoArgs| {
             let c = c.clone();
             async move {
@@ -315,7 +316,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
              rate_period seconds). Returns the route as stored.",
         )
         .title("Add a notification route")
-        .writes(),
+        .writes()
+        .timeout_s(60),
         move |_ctx, a: RouteArgs| {
             let c = c.clone();
             async move { blocking(move || route_add(&c, a)).await }
@@ -327,7 +329,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             "FA_notify_route_list",
             "Every notification route, in the order added.",
         )
-        .title("List notification routes"),
+        .title("List notification routes")
+        .timeout_s(60),
         move |_ctx, _a: NoArgs| {
             let c = c.clone();
             async move { blocking(move || routes_loaded(&c)).await }
@@ -340,7 +343,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             "Remove the notification route `name`; true if there was one.",
         )
         .title("Remove a notification route")
-        .destructive(),
+        .destructive()
+        .timeout_s(60),
         move |_ctx, a: NameArgs| {
             let c = c.clone();
             async move { blocking(move || route_remove(&c, &a.name)).await }
