@@ -158,6 +158,7 @@ pub fn registry_with_clock(config: FilesConfig, clock: Arc<dyn Clock>) -> Regist
     dag::register(&mut reg, &cfg);
     storage::cloud_actions::register(&mut reg, &cfg);
     storage::storage_actions::register(&mut reg, &cfg);
+    storage::mirror::register(&mut reg, &cfg);
     drives::register(&mut reg, &cfg);
     storage::tree_actions::register(&mut reg, &cfg);
     automation::register(&mut reg, &cfg);

@@ -99,6 +99,15 @@ impl ToolContext {
         self.progress.is_some()
     }
 
+    /// The same call without its progress reports: for a step of a longer job that reports
+    /// its own progress, so the caller sees one count that only goes up.
+    pub fn without_progress(&self) -> ToolContext {
+        ToolContext {
+            progress: None,
+            ..self.clone()
+        }
+    }
+
     /// Calls another tool of the same server, under the same policy: a tool hidden by
     /// `--read-only` or `--allowed-actions` cannot be reached this way either.
     pub async fn invoke(&self, tool: &str, args: Map<String, Value>) -> Result<Value, ToolError> {

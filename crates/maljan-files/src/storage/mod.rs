@@ -1,6 +1,7 @@
 //! Remote storage: the operator's profiles (`profiles`), the SSRF-guarded HTTP client every
 //! request goes through (`guard`), S3 / Azure Blob / GCS as one `object_store` implementation
-//! (`object`) and the `FA_s3_*`, `FA_azure_blob_*`, `FA_gcs_*` actions over it (`cloud_actions`).
+//! (`object`) and the `FA_s3_*`, `FA_azure_blob_*`, `FA_gcs_*` actions over it (`cloud_actions`),
+//! the storage-URI actions (`storage_actions`) and directory copy and sync over them (`mirror`).
 //!
 //! A profile is chosen by an action's optional `profile` argument (default `default`). The
 //! `*_later_init` actions keep automation-file's arguments: what they receive replaces the
@@ -19,6 +20,7 @@ use object_store::ObjectStore;
 pub(crate) mod cloud_actions;
 mod ftp;
 pub(crate) mod guard;
+pub(crate) mod mirror;
 pub(crate) mod object;
 pub mod profiles;
 pub(crate) mod remote;

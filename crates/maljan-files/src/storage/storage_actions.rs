@@ -22,7 +22,7 @@ use crate::{
 
 /// The most text FA_storage_read_text returns.
 const MAX_TEXT: u64 = 16 << 20;
-const TRANSFER_TIMEOUT_S: u64 = 6 * 3600;
+pub(super) const TRANSFER_TIMEOUT_S: u64 = 6 * 3600;
 
 fn yes() -> bool {
     true
@@ -197,7 +197,11 @@ struct WriteTextArgs {
 #[serde(deny_unknown_fields)]
 struct NoArgs {}
 
-async fn digest(c: &Config, at: &Location, algorithm: Algorithm) -> Result<String, ToolError> {
+pub(super) async fn digest(
+    c: &Config,
+    at: &Location,
+    algorithm: Algorithm,
+) -> Result<String, ToolError> {
     use futures::StreamExt;
     let mut source = transfer::open(c, at).await?;
     let mut hasher = algorithm.hasher();
@@ -211,7 +215,7 @@ async fn copied_info(c: &Config, to: &Location) -> Result<Info, ToolError> {
     transfer::stat(c, to).await
 }
 
-fn add<A, O, F, Fut>(reg: &mut Registry, cfg: &Arc<Config>, meta: ToolMeta, f: F)
+pub(super) fn add<A, O, F, Fut>(reg: &mut Registry, cfg: &Arc<Config>, meta: ToolMeta, f: F)
 where
     A: serde::de::DeserializeOwned + JsonSchema + Send + 'static,
     O: serde::Serialize + JsonSchema + Send + 'static,
