@@ -4,8 +4,9 @@
 //! `gcs://`) are objects under the call's storage profile; `memory://name/path` is an object
 //! in this server's own in-memory store (gone when it stops); `file:///abs/path`,
 //! `local:///abs/path` and a bare path are local files, confined to the roots like every other
-//! path. automation-file's other schemes (`sftp://`, `ftp://`, `webdav://`, the SaaS drives)
-//! are named in the refusal as not served yet.
+//! path. `sftp://`, `ftp://` and `webdav://` are paths on a remote profile's server; the schemes
+//! automation-file has and this layer does not (the SaaS drives, `smb://`, ...) are named in
+//! the refusal as not served yet.
 
 use std::sync::Arc;
 
