@@ -18,15 +18,11 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     default_profile,
-    storage_actions::{TRANSFER_TIMEOUT_S, add, digest},
+    storage_actions::{TRANSFER_TIMEOUT_S, add, digest, yes},
     transfer::{self, Info},
     uri::{self, Location},
 };
 use crate::{Config, hashing::Algorithm};
-
-fn yes() -> bool {
-    true
-}
 
 #[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -66,7 +62,7 @@ struct SyncArgs {
 }
 
 /// What a tree copy or sync did, as paths relative to the two directories.
-#[derive(Serialize, JsonSchema, Default, Debug, PartialEq)]
+#[derive(Serialize, JsonSchema, Default)]
 struct TreeResult {
     copied: Vec<String>,
     skipped: Vec<String>,

@@ -24,7 +24,7 @@ use crate::{
 const MAX_TEXT: u64 = 16 << 20;
 pub(super) const TRANSFER_TIMEOUT_S: u64 = 6 * 3600;
 
-fn yes() -> bool {
+pub(super) fn yes() -> bool {
     true
 }
 fn sha256() -> String {
