@@ -118,6 +118,11 @@ pub(super) async fn fire(
     trigger: &str,
 ) -> Result<RunRecord, ToolError> {
     let handle = c.automation.handle()?.clone();
+    if handle.stopped().is_cancelled() {
+        return Err(ToolError::tool_failed(
+            "the server is stopping; the run was not started",
+        ));
+    }
     let run_id = uuid::Uuid::new_v4().simple().to_string();
     let started = c.automation.clock.now();
     let token = handle.stopped().child_token();
@@ -259,7 +264,10 @@ pub(crate) fn start(c: &Arc<Config>) {
         if let Err(e) = cut {
             tracing::warn!(error = %e.message, "scheduler: cannot read the state database; schedules wait");
         }
-        loop {
+        // A stopped server fires nothing more: its state directory may already belong to the
+        // server that replaced it, which must be the one to catch up. `biased` makes the stop
+        // win over a wake that became due at the same moment.
+        while !stopped.is_cancelled() {
             let changed = c.automation.scheduler.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
@@ -275,6 +283,7 @@ pub(crate) fn start(c: &Arc<Config>) {
                 None => Box::pin(std::future::pending()),
             };
             tokio::select! {
+                biased;
                 _ = stopped.cancelled() => break,
                 _ = &mut changed => {}
                 _ = sleep => {}
@@ -291,6 +300,10 @@ async fn tick(c: &Arc<Config>) -> Result<Option<DateTime<Utc>>, ToolError> {
         let next = spec.next_after(now);
         let keep = match due {
             Some(due) if due <= now => {
+                // A stopping server leaves the due time as it is, for the next server to fire.
+                if c.automation.handle()?.stopped().is_cancelled() {
+                    return Ok(None);
+                }
                 // Once however many were missed; "catch_up" when it is late by a minute or more.
                 let trigger = if now - due >= chrono::Duration::minutes(1) {
                     "catch_up"

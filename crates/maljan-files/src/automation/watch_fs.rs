@@ -1,5 +1,5 @@
 //! FA_watch_*: run an action list when files change under a path (automation-file's file-watch
-//! triggers), on the notify project's debouncer: a burst of events on a path (an editor's save,
+//! triggers), on the notify project's watcher: a burst of events on a path (an editor's save,
 //! a copy written in chunks) fires the action list once, after `debounce` seconds of quiet.
 //!
 //! A watch is a row in the state database and is started again when the server starts. Its
@@ -16,10 +16,7 @@ use std::{
 };
 
 use maljan_server::{Registry, ToolContext, ToolError, ToolMeta};
-use notify_debouncer_full::{
-    DebounceEventResult, Debouncer, RecommendedCache, new_debouncer,
-    notify::{EventKind, RecommendedWatcher, RecursiveMode, event::ModifyKind},
-};
+use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher, event::ModifyKind};
 use rusqlite::params;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -92,8 +89,8 @@ pub(crate) struct Watches {
 }
 
 struct Running {
-    /// Dropping it stops the watcher and its debouncer thread.
-    _debouncer: Debouncer<RecommendedWatcher, RecommendedCache>,
+    /// Dropping it stops the watcher and its thread.
+    _watcher: RecommendedWatcher,
     stop: CancellationToken,
     status: Arc<Status>,
 }
@@ -306,44 +303,50 @@ fn out_of(c: &Config, spec: &WatchSpec) -> WatchOut {
     }
 }
 
-/// Starts watching: the debouncer's thread hands each burst to a task that runs the actions.
+/// Starts watching: the watcher's thread hands each event's kind to a task that waits for the
+/// burst to end and then runs the actions.
 fn arm(c: &Arc<Config>, spec: &WatchSpec) -> Result<(), ToolError> {
     let handle = c.automation.handle()?.clone();
     let path = c.existing(&spec.path)?;
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<BTreeSet<&'static str>>();
-    let mut debouncer = new_debouncer(
-        Duration::from_secs_f64(spec.debounce),
-        None,
-        move |result: DebounceEventResult| {
-            if let Ok(events) = result {
-                let kinds: BTreeSet<&'static str> = events
-                    .iter()
-                    .filter_map(|e| kind_of(&e.event.kind))
-                    .collect();
-                let _ = tx.send(kinds);
-            }
-        },
-    )
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Option<&'static str>>();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if let Ok(event) = event {
+            let _ = tx.send(kind_of(&event.kind));
+        }
+    })
     .map_err(|e| ToolError::tool_failed(format!("cannot start a file watcher: {e}")))?;
     let mode = if spec.recursive {
         RecursiveMode::Recursive
     } else {
         RecursiveMode::NonRecursive
     };
-    debouncer
+    watcher
         .watch(&path, mode)
         .map_err(|e| ToolError::tool_failed(format!("cannot watch {}: {e}", spec.path)))?;
     let stop = handle.stopped().child_token();
     let status = Arc::new(Status::default());
     let (c2, spec2, stop2, status2) = (c.clone(), spec.clone(), stop.clone(), status.clone());
+    let quiet = Duration::from_secs_f64(spec.debounce);
     tokio::spawn(async move {
         loop {
-            let kinds = tokio::select! {
+            // A burst starts with an event of a kind the watch names...
+            let kind = tokio::select! {
                 _ = stop2.cancelled() => break,
                 got = rx.recv() => match got { Some(k) => k, None => break },
             };
-            if !kinds.iter().any(|k| spec2.events.contains(*k)) {
+            if !kind.is_some_and(|k| spec2.events.contains(k)) {
                 continue;
+            }
+            // ...and ends after `debounce` seconds without any event on the path.
+            loop {
+                tokio::select! {
+                    _ = stop2.cancelled() => return,
+                    got = tokio::time::timeout(quiet, rx.recv()) => match got {
+                        Ok(Some(_)) => continue,
+                        Ok(None) => return,
+                        Err(_quiet) => break,
+                    },
+                }
             }
             let ctx = handle.context(stop2.child_token());
             let outcome =
@@ -365,7 +368,7 @@ fn arm(c: &Arc<Config>, spec: &WatchSpec) -> Result<(), ToolError> {
     c.automation.watches.running().insert(
         spec.name.clone(),
         Running {
-            _debouncer: debouncer,
+            _watcher: watcher,
             stop,
             status,
         },
