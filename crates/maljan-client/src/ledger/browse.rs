@@ -216,7 +216,7 @@ impl Ledger {
             )?
             .i64(0)
         })?
-        .map_err(|e: DbError| LedgerError::Write(e.0))
+        .map_err(|e: DbError| LedgerError::Write(e.message))
     }
 
     /// A job's progress events after number `after` (0: all), in order.

@@ -123,20 +123,45 @@ pub(crate) use vals;
 
 /// A failed statement, with the engine's message.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{0}")]
-pub struct DbError(pub String);
+#[error("{message}")]
+pub struct DbError {
+    pub message: String,
+    /// The connection to PostgreSQL went away (a restart, a network cut): the statement may work
+    /// on a new connection. Told by the error itself, not by the client's closed flag, which its
+    /// background task sets a moment after the error has been returned.
+    pub connection_lost: bool,
+}
+
+impl DbError {
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            connection_lost: false,
+        }
+    }
+}
 
 impl From<rusqlite::Error> for DbError {
     fn from(e: rusqlite::Error) -> Self {
-        Self(e.to_string())
+        Self::new(e.to_string())
     }
 }
 impl From<postgres::Error> for DbError {
     fn from(e: postgres::Error) -> Self {
+        // Class 08 is "connection exception", 57P "operator intervention" (the server shutting
+        // down or not yet accepting connections); an I/O error is the socket itself.
+        let code = e.code().map(|c| c.code());
+        let connection_lost = e.is_closed()
+            || code.is_some_and(|c| c.starts_with("08") || c.starts_with("57P"))
+            || std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>());
         // The server's own message (with its detail) says more than the driver's summary.
-        match e.as_db_error() {
-            Some(db) => Self(format!("{}: {}", db.code().code(), db.message())),
-            None => Self(e.to_string()),
+        let message = match e.as_db_error() {
+            Some(db) => format!("{}: {}", db.code().code(), db.message()),
+            None => e.to_string(),
+        };
+        Self {
+            message,
+            connection_lost,
         }
     }
 }
@@ -151,19 +176,19 @@ impl Row {
     fn at(&self, i: usize) -> DbResult<&Value> {
         self.0
             .get(i)
-            .ok_or_else(|| DbError(format!("no column {i}")))
+            .ok_or_else(|| DbError::new(format!("no column {i}")))
     }
     pub fn opt_i64(&self, i: usize) -> DbResult<Option<i64>> {
         match self.at(i)? {
             Value::Null => Ok(None),
             Value::Int(v) => Ok(Some(*v)),
             Value::Real(v) => Ok(Some(*v as i64)),
-            Value::Text(_) => Err(DbError(format!("column {i} is text, not an integer"))),
+            Value::Text(_) => Err(DbError::new(format!("column {i} is text, not an integer"))),
         }
     }
     pub fn i64(&self, i: usize) -> DbResult<i64> {
         self.opt_i64(i)?
-            .ok_or_else(|| DbError(format!("column {i} is null")))
+            .ok_or_else(|| DbError::new(format!("column {i} is null")))
     }
     pub fn bool(&self, i: usize) -> DbResult<bool> {
         Ok(self.i64(i)? != 0)
@@ -172,7 +197,7 @@ impl Row {
         match self.at(i)? {
             Value::Int(v) => Ok(*v as f64),
             Value::Real(v) => Ok(*v),
-            _ => Err(DbError(format!("column {i} is not a number"))),
+            _ => Err(DbError::new(format!("column {i} is not a number"))),
         }
     }
     pub fn opt_text(&self, i: usize) -> DbResult<Option<String>> {
@@ -185,7 +210,7 @@ impl Row {
     }
     pub fn text(&self, i: usize) -> DbResult<String> {
         self.opt_text(i)?
-            .ok_or_else(|| DbError(format!("column {i} is null")))
+            .ok_or_else(|| DbError::new(format!("column {i} is null")))
     }
 }
 
@@ -216,11 +241,6 @@ impl Conn {
         })
     }
 
-    /// Whether the connection is gone (PostgreSQL restarted or unreachable).
-    pub fn is_broken(&self) -> bool {
-        matches!(self, Self::Postgres { client, .. } if client.is_closed())
-    }
-
     /// A broken PostgreSQL connection outside a transaction is replaced by a new one.
     fn ensure_connected(&mut self) -> DbResult<()> {
         if let Self::Postgres {
@@ -241,11 +261,25 @@ impl Conn {
         Ok(())
     }
 
-    /// Waits up to `limit` for a broken connection to come back; whether it did.
-    pub fn reconnect_within(&mut self, limit: std::time::Duration) -> bool {
-        let deadline = std::time::Instant::now() + limit;
+    /// Replaces the PostgreSQL connection with a new one, trying until `deadline`; whether it
+    /// connected. Called after an error said the connection was lost, so the old client is
+    /// dropped even if its closed flag is not set yet.
+    pub fn reconnect_by(&mut self, deadline: std::time::Instant) -> bool {
+        let Self::Postgres {
+            client,
+            prepared,
+            url,
+            in_tx,
+        } = self
+        else {
+            return false;
+        };
         loop {
-            if self.ensure_connected().is_ok() && !self.is_broken() {
+            if let Ok(Self::Postgres { client: fresh, .. }) = Self::postgres(url) {
+                *client = fresh;
+                prepared.clear();
+                *in_tx = false;
+                tracing::info!("ledger: reconnected to PostgreSQL");
                 return true;
             }
             if std::time::Instant::now() >= deadline {
@@ -348,7 +382,7 @@ impl Conn {
     /// The first row of a query; no row is an error.
     pub fn query_one(&mut self, sql: &str, params: &[Value]) -> DbResult<Row> {
         self.query_opt(sql, params)?
-            .ok_or_else(|| DbError("the query returned no row".into()))
+            .ok_or_else(|| DbError::new("the query returned no row"))
     }
 
     /// Runs `f` in a transaction: committed when it returns Ok, rolled back otherwise.
@@ -498,7 +532,7 @@ mod tests {
         );
         let failed: DbResult<()> = c.transaction(|c| {
             c.execute("INSERT INTO t VALUES (1, 1, 'x')", vals![])?;
-            Err(DbError("stop".into()))
+            Err(DbError::new("stop"))
         });
         assert!(failed.is_err());
         let n = c.query_one("SELECT COUNT(*) FROM t", vals![]).unwrap();

@@ -147,7 +147,7 @@ impl Ledger {
             schema::migrate(&mut conn)?;
             Ok(conn)
         })
-        .map_err(|e| oe(e.0))?;
+        .map_err(|e| oe(e.message))?;
         Self::start(conn, url.clone(), result_cap).map_err(oe)
     }
 
@@ -160,7 +160,7 @@ impl Ledger {
         })?;
         let oe = |e: DbError| LedgerError::Open {
             path: parsed.redacted(),
-            err: e.0,
+            err: e.message,
         };
         off_async(|| schema::migrate(&mut connect_raw(&parsed)?)).map_err(oe)
     }
@@ -266,7 +266,7 @@ impl Ledger {
     ) -> Result<(), LedgerError> {
         self.with_conn(f)?
             .map(|_| ())
-            .map_err(|e| LedgerError::Write(e.0))
+            .map_err(|e| LedgerError::Write(e.message))
     }
 
     /// Runs a read on the writer thread (after the writes queued before it).
@@ -274,7 +274,7 @@ impl Ledger {
         &self,
         f: impl FnOnce(&mut Conn) -> DbResult<T> + Send + 'static,
     ) -> Result<T, LedgerError> {
-        self.with_conn(f)?.map_err(|e| LedgerError::Read(e.0))
+        self.with_conn(f)?.map_err(|e| LedgerError::Read(e.message))
     }
 
     pub fn create_job(
@@ -464,7 +464,7 @@ fn off_async<T: Send>(f: impl FnOnce() -> DbResult<T> + Send) -> DbResult<T> {
     std::thread::scope(|s| {
         s.spawn(f)
             .join()
-            .unwrap_or_else(|_| Err(DbError("the database connection panicked".into())))
+            .unwrap_or_else(|_| Err(DbError::new("the database connection panicked")))
     })
 }
 
@@ -476,7 +476,7 @@ pub(crate) fn connect_raw(url: &DatabaseUrl) -> DbResult<Conn> {
             if let Some(dir) = path.parent()
                 && !dir.as_os_str().is_empty()
             {
-                crate::paths::ensure_private_dir(dir).map_err(|e| DbError(e.to_string()))?;
+                crate::paths::ensure_private_dir(dir).map_err(|e| DbError::new(e.to_string()))?;
             }
             if !path.exists() {
                 use std::os::unix::fs::OpenOptionsExt;

@@ -206,14 +206,14 @@ impl Ledger {
             })
         })?
         .map(|_| ())
-        .map_err(|e| LedgerError::Write(e.0))
+        .map_err(|e| LedgerError::Write(e.message))
     }
 
     /// Claims the oldest ready job for `worker` under a lease of `lease_ms`.
     pub fn claim(&self, worker: &str, lease_ms: i64) -> Result<Option<QueuedJob>, LedgerError> {
         let worker = worker.to_string();
         self.with_conn(move |c| claim(c, &worker, lease_ms))?
-            .map_err(|e| LedgerError::Write(e.0))
+            .map_err(|e| LedgerError::Write(e.message))
     }
 
     /// Extends `worker`'s lease on a job; says whether it still holds it and whether a cancel
@@ -231,7 +231,7 @@ impl Ledger {
                 Some(_) => Lease::Held,
             })
         })?
-        .map_err(|e: DbError| LedgerError::Write(e.0))
+        .map_err(|e: DbError| LedgerError::Write(e.message))
     }
 
     /// Marks a claimed job finished (`state`: complete, degraded, failed, cancelled); false when
@@ -252,7 +252,7 @@ impl Ledger {
             )
         })?
         .map(|n| n == 1)
-        .map_err(|e| LedgerError::Write(e.0))
+        .map_err(|e| LedgerError::Write(e.message))
     }
 
     /// Cancels a job: dequeued if it has not started, else its worker is told.
@@ -293,7 +293,7 @@ impl Ledger {
                 }
             })
         })?
-        .map_err(|e| LedgerError::Write(e.0))
+        .map_err(|e| LedgerError::Write(e.message))
     }
 
     /// Jobs queued or running, on any worker.

@@ -116,12 +116,22 @@ fn commit(conn: &mut Conn, batch: &mut Vec<(Box<LedgerEntry>, Ack)>, commits: &A
         return;
     }
     commits.fetch_add(1, Ordering::Relaxed);
-    let mut written = write_rows(conn, batch.iter().map(|(e, _)| &**e)).is_ok();
+    let mut attempt = write_rows(conn, batch.iter().map(|(e, _)| &**e));
     // PostgreSQL restarting: the callers wait for it (a while) rather than lose their rows.
-    if !written && conn.is_broken() && conn.reconnect_within(RECONNECT_WAIT) {
-        written = write_rows(conn, batch.iter().map(|(e, _)| &**e)).is_ok();
+    let deadline = std::time::Instant::now() + RECONNECT_WAIT;
+    while attempt.as_ref().is_err_and(|e| e.connection_lost)
+        && std::time::Instant::now() < deadline
+        && conn.reconnect_by(deadline)
+    {
+        // The lost connection may have taken the COMMIT's answer, not the COMMIT: the batch is
+        // one transaction, so its first row tells whether it landed.
+        attempt = match committed(conn, &batch[0].0) {
+            Ok(true) => Ok(()),
+            Ok(false) => write_rows(conn, batch.iter().map(|(e, _)| &**e)),
+            Err(e) => Err(e),
+        };
     }
-    if written {
+    if attempt.is_ok() {
         for (_, ack) in batch.drain(..) {
             let _ = ack.send(Ok(()));
         }
@@ -130,6 +140,16 @@ fn commit(conn: &mut Conn, batch: &mut Vec<(Box<LedgerEntry>, Ack)>, commits: &A
     for (e, ack) in batch.drain(..) {
         let _ = ack.send(write_rows(conn, std::iter::once(&*e)).map_err(|e| e.to_string()));
     }
+}
+
+/// Whether the row of this call is in the ledger.
+fn committed(conn: &mut Conn, e: &LedgerEntry) -> DbResult<bool> {
+    Ok(conn
+        .query_opt(
+            "SELECT 1 FROM calls WHERE job_id = ?1 AND ev_id = ?2",
+            vals![&e.job_id, &e.ev_id],
+        )?
+        .is_some())
 }
 
 const INSERT_CALL: &str = "INSERT INTO calls(job_id, ev_id, server, tool, args, result, result_truncated, ok, error_code, message, remediation, started_at_ms, wait_ms, duration_ms, trial)
