@@ -9,7 +9,7 @@
 
 use std::{
     path::{Path, PathBuf},
-    sync::{Mutex, OnceLock},
+    sync::Mutex,
 };
 
 use maljan_server::ToolError;
@@ -32,7 +32,9 @@ pub(crate) const FILE_NAME: &str = "files.sqlite3";
 
 pub(crate) struct StateDb {
     dir: Option<PathBuf>,
-    conn: OnceLock<Result<Mutex<Connection>, String>>,
+    /// Opened on first use; a failed open is tried again on the next use (another server
+    /// migrating the same file, a directory fixed meanwhile), never remembered.
+    conn: Mutex<Option<Connection>>,
 }
 
 impl StateDb {
@@ -40,7 +42,7 @@ impl StateDb {
     pub(crate) fn new(dir: Option<PathBuf>) -> Self {
         Self {
             dir,
-            conn: OnceLock::new(),
+            conn: Mutex::new(None),
         }
     }
 
@@ -55,14 +57,13 @@ impl StateDb {
         &self,
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
     ) -> Result<T, ToolError> {
-        let conn = self
-            .conn
-            .get_or_init(|| open(self.dir.as_deref()).map(Mutex::new))
-            .as_ref()
-            .map_err(|e| ToolError::not_configured(e.clone()))?;
         // A panic while holding the lock leaves SQLite consistent (each statement is atomic).
-        let mut conn = conn.lock().unwrap_or_else(|p| p.into_inner());
-        f(&mut conn).map_err(|e| ToolError::tool_failed(format!("state database: {e}")))
+        let mut slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let conn = match &mut *slot {
+            Some(conn) => conn,
+            empty => empty.insert(open(self.dir.as_deref()).map_err(ToolError::not_configured)?),
+        };
+        f(conn).map_err(|e| ToolError::tool_failed(format!("state database: {e}")))
     }
 }
 
@@ -79,19 +80,44 @@ fn open(dir: Option<&Path>) -> Result<Connection, String> {
             let path = dir.join(FILE_NAME);
             let conn = Connection::open(&path)
                 .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-            conn.pragma_update(None, "journal_mode", "WAL")
-                .map_err(|e| e.to_string())?;
+            // Before the first statement: servers sharing a state directory wait for each
+            // other's locks instead of failing at once.
+            conn.busy_timeout(BUSY_WAIT).map_err(|e| e.to_string())?;
+            use_wal(&conn).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
             conn
         }
     };
-    conn.busy_timeout(std::time::Duration::from_secs(5))
-        .map_err(|e| e.to_string())?;
+    conn.busy_timeout(BUSY_WAIT).map_err(|e| e.to_string())?;
     migrate(&mut conn).map_err(|e| format!("state database migration: {e}"))?;
     Ok(conn)
 }
 
+/// How long a statement waits for another connection's lock before it fails.
+const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Switches the file to WAL. SQLite answers "busy" to the switch without calling the busy
+/// handler while another connection is making the same switch, so it is tried again here until
+/// the busy wait is used up.
+fn use_wal(conn: &Connection) -> rusqlite::Result<()> {
+    let deadline = std::time::Instant::now() + BUSY_WAIT;
+    loop {
+        match conn.pragma_update(None, "journal_mode", "WAL") {
+            Err(e)
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            done => return done,
+        }
+    }
+}
+
 fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
-    let tx = conn.transaction()?;
+    // IMMEDIATE: the write lock is taken (waiting on the busy timeout) before the version is
+    // read. A deferred transaction that read first could not upgrade its read to a write once
+    // another server had migrated meanwhile, and SQLite fails that at once, without waiting.
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let current: usize = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if current > MIGRATIONS.len() {
         return Err(rusqlite::Error::InvalidParameterName(format!(
@@ -138,6 +164,35 @@ mod tests {
         let db = StateDb::new(Some(file.join("state")));
         let err = db.with(|c| c.execute_batch("SELECT 1")).unwrap_err();
         assert!(err.to_string().contains("state directory"), "{err}");
+    }
+
+    #[test]
+    fn servers_opening_one_state_directory_at_once_all_migrate_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
+        let opened: Vec<_> = (0..8)
+            .map(|_| {
+                let dir = dir.clone();
+                std::thread::spawn(move || {
+                    StateDb::new(Some(dir))
+                        .with(|c| c.query_row("PRAGMA user_version", [], |r| r.get::<_, usize>(0)))
+                })
+            })
+            .collect();
+        for t in opened {
+            assert_eq!(t.join().unwrap().unwrap(), MIGRATIONS.len());
+        }
+    }
+
+    #[test]
+    fn a_failed_open_is_tried_again_on_the_next_use() {
+        let tmp = tempfile::tempdir().unwrap();
+        let blocker = tmp.path().join("state");
+        std::fs::write(&blocker, b"x").unwrap();
+        let db = StateDb::new(Some(blocker.clone()));
+        assert!(db.with(|c| c.execute_batch("SELECT 1")).is_err());
+        std::fs::remove_file(&blocker).unwrap();
+        db.with(|c| c.execute_batch("SELECT 1")).unwrap();
     }
 
     #[test]

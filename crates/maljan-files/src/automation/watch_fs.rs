@@ -380,11 +380,25 @@ fn arm(c: &Arc<Config>, spec: &WatchSpec) -> Result<(), ToolError> {
 pub(crate) fn start(c: &Arc<Config>) {
     let c = c.clone();
     tokio::spawn(async move {
-        let specs = match load(&c).await {
-            Ok(specs) => specs,
-            Err(e) => {
-                tracing::warn!(error = %e.message, "watches: cannot read the state database");
-                return;
+        let Ok(stopped) = c.automation.handle().map(|h| h.stopped().clone()) else {
+            return;
+        };
+        // The database may be held by a server sharing the state directory a while longer:
+        // stored watches are armed once it answers, not dropped for the process's lifetime.
+        let mut warned = false;
+        let specs = loop {
+            match load(&c).await {
+                Ok(specs) => break specs,
+                Err(e) if !warned => {
+                    tracing::warn!(error = %e.message, "watches: cannot read the state database; trying again");
+                    warned = true;
+                }
+                Err(_) => {}
+            }
+            tokio::select! {
+                biased;
+                () = stopped.cancelled() => return,
+                () = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
             }
         };
         for spec in specs {
