@@ -87,18 +87,17 @@ fn open(dir: Option<&Path>) -> Result<Connection, String> {
             conn
         }
     };
-    conn.busy_timeout(BUSY_WAIT).map_err(|e| e.to_string())?;
     migrate(&mut conn).map_err(|e| format!("state database migration: {e}"))?;
     Ok(conn)
 }
 
 /// How long a statement waits for another connection's lock before it fails.
-const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+pub(crate) const BUSY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Switches the file to WAL. SQLite answers "busy" to the switch without calling the busy
 /// handler while another connection is making the same switch, so it is tried again here until
 /// the busy wait is used up.
-fn use_wal(conn: &Connection) -> rusqlite::Result<()> {
+pub(crate) fn use_wal(conn: &Connection) -> rusqlite::Result<()> {
     let deadline = std::time::Instant::now() + BUSY_WAIT;
     loop {
         match conn.pragma_update(None, "journal_mode", "WAL") {

@@ -243,43 +243,25 @@ impl Conn {
 
     /// A broken PostgreSQL connection outside a transaction is replaced by a new one.
     fn ensure_connected(&mut self) -> DbResult<()> {
-        if let Self::Postgres {
-            client,
-            prepared,
-            url,
-            in_tx: false,
-        } = self
-            && client.is_closed()
-        {
-            let Self::Postgres { client: fresh, .. } = Self::postgres(url)? else {
-                unreachable!()
-            };
-            *client = fresh;
-            prepared.clear();
-            tracing::info!("ledger: reconnected to PostgreSQL");
+        match self {
+            Self::Postgres {
+                client,
+                in_tx: false,
+                ..
+            } if client.is_closed() => self.replace_client(),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// Replaces the PostgreSQL connection with a new one, trying until `deadline`; whether it
     /// connected. Called after an error said the connection was lost, so the old client is
     /// dropped even if its closed flag is not set yet.
     pub fn reconnect_by(&mut self, deadline: std::time::Instant) -> bool {
-        let Self::Postgres {
-            client,
-            prepared,
-            url,
-            in_tx,
-        } = self
-        else {
+        if self.engine() != Engine::Postgres {
             return false;
-        };
+        }
         loop {
-            if let Ok(Self::Postgres { client: fresh, .. }) = Self::postgres(url) {
-                *client = fresh;
-                prepared.clear();
-                *in_tx = false;
-                tracing::info!("ledger: reconnected to PostgreSQL");
+            if self.replace_client().is_ok() {
                 return true;
             }
             if std::time::Instant::now() >= deadline {
@@ -287,6 +269,28 @@ impl Conn {
             }
             std::thread::sleep(std::time::Duration::from_millis(200));
         }
+    }
+
+    /// Connects to PostgreSQL again and drops the old client with what belonged to it (its
+    /// prepared statements, its open transaction).
+    fn replace_client(&mut self) -> DbResult<()> {
+        let Self::Postgres {
+            client,
+            prepared,
+            url,
+            in_tx,
+        } = self
+        else {
+            return Ok(());
+        };
+        let Self::Postgres { client: fresh, .. } = Self::postgres(url)? else {
+            unreachable!()
+        };
+        *client = fresh;
+        prepared.clear();
+        *in_tx = false;
+        tracing::info!("ledger: reconnected to PostgreSQL");
+        Ok(())
     }
 
     pub fn engine(&self) -> Engine {

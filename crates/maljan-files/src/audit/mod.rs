@@ -134,8 +134,8 @@ fn open_file(path: &std::path::Path) -> Result<Connection, ToolError> {
         ))
     })?;
     let setup = || -> rusqlite::Result<()> {
-        conn.busy_timeout(Duration::from_secs(5))?;
-        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.busy_timeout(crate::state::BUSY_WAIT)?;
+        crate::state::use_wal(&conn)?;
         conn.execute_batch(SCHEMA)
     };
     setup()
