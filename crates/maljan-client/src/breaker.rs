@@ -64,6 +64,8 @@ pub struct RestEvent {
     pub server: String,
     pub failures: u32,
     pub cooldown: Duration,
+    /// When the rest ends (wall clock: other workers read it).
+    pub until: SystemTime,
     pub reason: String,
 }
 
@@ -175,19 +177,60 @@ impl Breaker {
                 if !open {
                     return None;
                 }
+                let until_wall = SystemTime::now() + self.cooldown;
                 s.phase = Phase::Resting {
                     until: Instant::now() + self.cooldown,
-                    until_wall: SystemTime::now() + self.cooldown,
+                    until_wall,
                 };
                 s.rests += 1;
                 Some(RestEvent {
                     server: self.server.clone(),
                     failures: s.failures,
                     cooldown: self.cooldown,
+                    until: until_wall,
                     reason,
                 })
             }
         }
+    }
+
+    /// Another worker rested this server until `until_wall` (see [`crate::shared_limits`]): rest
+    /// too, unless a trial of this worker's is out (its answer decides) or a longer rest holds.
+    pub fn rest_from_peer(&self, until_wall: SystemTime, failures: u32, reason: &str) {
+        let mut s = self.lock();
+        let left = until_wall
+            .duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO);
+        let until = Instant::now() + left;
+        match s.phase {
+            Phase::Trial { in_flight: true } => return,
+            Phase::Resting { until: mine, .. } if mine >= until => return,
+            _ => {}
+        }
+        s.phase = Phase::Resting { until, until_wall };
+        s.failures = s.failures.max(failures);
+        s.last_reason = reason.to_string();
+    }
+
+    /// Another worker's trial was answered: the server is closed again.
+    pub fn close_from_peer(&self) {
+        let mut s = self.lock();
+        if s.phase != (Phase::Trial { in_flight: true }) {
+            s.phase = Phase::Closed;
+            s.failures = 0;
+            s.last_reason.clear();
+        }
+    }
+
+    /// Gives back a trial ticket because another worker sends the trial, and says so.
+    pub fn trial_elsewhere(&self, ticket: Ticket, tool: &str) -> CallError {
+        self.record(ticket, Verdict::Abandoned);
+        let s = self.lock();
+        self.refusal(
+            &s,
+            tool,
+            "another worker has let one call through to try it again, and no other is sent until that call is answered",
+        )
     }
 
     /// True while resting or waiting for the trial's answer.
@@ -294,5 +337,47 @@ mod tests {
             .collect();
         assert_eq!(rests.iter().filter(|r| r.is_some()).count(), 1);
         assert_eq!(b.failures(), 5);
+    }
+
+    #[test]
+    fn a_peer_s_rest_and_recovery_reach_this_breaker() {
+        let b = breaker(60_000);
+        b.rest_from_peer(SystemTime::now() + Duration::from_secs(30), 3, "timeout");
+        let e = b.admit("t").unwrap_err();
+        assert!(e.message.contains("resting after 3 calls"), "{}", e.message);
+        assert!(e.message.contains("(the last: timeout)"), "{}", e.message);
+        // A shorter rest heard later does not cut this one short.
+        b.rest_from_peer(SystemTime::now(), 3, "timeout");
+        assert!(b.admit("t").is_err());
+        b.close_from_peer();
+        assert!(!b.is_resting());
+        assert!(!b.admit("t").unwrap().trial);
+    }
+
+    #[test]
+    fn a_trial_out_here_is_not_overruled_by_a_peer() {
+        let b = breaker(0);
+        b.rest_from_peer(SystemTime::now(), 3, "x");
+        let trial = b.admit("t").unwrap();
+        assert!(trial.trial);
+        b.rest_from_peer(SystemTime::now() + Duration::from_secs(30), 3, "x");
+        b.close_from_peer();
+        assert!(b.is_resting(), "the trial's own answer decides");
+        b.record(trial, Verdict::Answered);
+        assert!(!b.is_resting());
+    }
+
+    #[test]
+    fn a_trial_sent_elsewhere_is_given_back_and_said() {
+        let b = breaker(0);
+        b.rest_from_peer(SystemTime::now(), 3, "x");
+        let trial = b.admit("t").unwrap();
+        let e = b.trial_elsewhere(trial, "t");
+        assert_eq!(e.code, ErrorCode::ServerResting);
+        assert!(e.message.contains("another worker"), "{}", e.message);
+        assert!(
+            b.admit("t").unwrap().trial,
+            "the next caller may try to claim it"
+        );
     }
 }

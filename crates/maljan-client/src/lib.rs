@@ -4,7 +4,8 @@
 //! transports (`transport`: stdio child processes in their own process group, streamable HTTP,
 //! legacy HTTP+SSE, and `http` with fallback), capability manifests read once per job (`manifest`),
 //! the breaker that rests a server which stops answering (`breaker`), the per-server concurrency
-//! cap, the SQLite ledger of every call (`ledger`), secrets at rest (`secrets`), handing the sample
+//! cap (both held across workers on PostgreSQL for remote servers: `shared_limits`), the ledger of
+//! every call on SQLite or PostgreSQL (`ledger`), secrets at rest (`secrets`), handing the sample
 //! over (`staging`), and jobs (`job`): one sample and the calls made for it, each with an evidence
 //! id. A long-running process holds one [`Runtime`]; there is no global state.
 //!
@@ -36,6 +37,7 @@ pub mod redact;
 pub mod runtime;
 mod sample;
 pub mod secrets;
+pub mod shared_limits;
 pub mod staging;
 pub mod time;
 pub mod transport;

@@ -21,6 +21,7 @@ use crate::{
     manifest::{self, ServerView},
     outcome::CallError,
     secrets::{KeySource, Secret},
+    shared_limits::Trial,
     staging::UploadCache,
     transport::{self, ConnectOptions, Connection, Reply, Unanswered},
 };
@@ -66,15 +67,37 @@ impl Runtime {
     /// A runtime over `config` with a given ledger (tests, embedding).
     pub fn new(config: Config, ledger: Ledger) -> Arc<Self> {
         let keys = KeySource::in_dir(&config.data_dir);
-        let slots = config
-            .servers
+        let enabled: Vec<(&String, &ServerConfig)> =
+            config.servers.iter().filter(|(_, s)| s.enabled).collect();
+        let breakers: BTreeMap<String, Arc<Breaker>> = enabled
             .iter()
-            .filter(|(_, s)| s.enabled)
+            .map(|(name, _)| {
+                let b = Breaker::new(name.as_str(), &config.core.mcp.breaker);
+                (name.to_string(), Arc::new(b))
+            })
+            .collect();
+        // Workers on one PostgreSQL database share the limits of each remote server; a stdio
+        // server is each process's own child.
+        let shared_breakers: std::collections::HashMap<String, Arc<Breaker>> = enabled
+            .iter()
+            .filter(|(_, s)| s.transport != crate::config::TransportKind::Stdio)
+            .map(|(name, _)| (name.to_string(), breakers[name.as_str()].clone()))
+            .collect();
+        let shared = match ledger.url() {
+            crate::ledger::DatabaseUrl::Postgres(url) if !shared_breakers.is_empty() => Some(
+                crate::shared_limits::SharedLimits::start(url, shared_breakers.clone()),
+            ),
+            _ => None,
+        };
+        let slots = enabled
+            .iter()
             .map(|(name, s)| {
-                (
-                    name.clone(),
-                    Arc::new(ServerSlot::new(name, s.clone(), &config, keys.clone())),
-                )
+                let mut slot = ServerSlot::new(name, (*s).clone(), &config, keys.clone());
+                slot.breaker = breakers[name.as_str()].clone();
+                if shared_breakers.contains_key(name.as_str()) {
+                    slot.shared = shared.clone();
+                }
+                (name.to_string(), Arc::new(slot))
             })
             .collect();
         Arc::new(Self {
@@ -185,8 +208,10 @@ pub struct ServerTest {
 pub struct ServerSlot {
     pub name: String,
     pub cfg: ServerConfig,
-    pub breaker: Breaker,
+    pub breaker: Arc<Breaker>,
     cap: Option<Semaphore>,
+    /// The limits shared with other workers (a remote server on PostgreSQL).
+    shared: Option<Arc<crate::shared_limits::SharedLimits>>,
     conn: tokio::sync::Mutex<Option<Arc<Connection>>>,
     timeout_connect: Duration,
     max_answer_bytes: usize,
@@ -221,7 +246,8 @@ impl ServerSlot {
         let b = &config.core.mcp.breaker;
         Self {
             name: name.to_string(),
-            breaker: Breaker::new(name, b),
+            breaker: Arc::new(Breaker::new(name, b)),
+            shared: None,
             cap: (b.max_concurrent_calls > 0).then(|| Semaphore::new(b.max_concurrent_calls)),
             conn: tokio::sync::Mutex::new(None),
             timeout_connect: b.connect_timeout(),
@@ -349,11 +375,26 @@ impl ServerSlot {
             },
             None => None,
         };
+        let _shared_permit = match (&self.shared, &self.cap) {
+            (Some(shared), Some(_)) => {
+                shared
+                    .acquire(&self.name, self.breaker_cfg.max_concurrent_calls)
+                    .await
+            }
+            _ => None,
+        };
         let wait = waited.elapsed();
         let ticket = match self.breaker.admit("") {
             Ok(t) => t,
             Err(e) => return Guarded { wait, ..refused(e) },
         };
+        if let (true, Some(shared)) = (ticket.trial, &self.shared) {
+            let lease = self.breaker_cfg.call_timeout() + Duration::from_secs(5);
+            if shared.claim_trial(&self.name, lease).await == Trial::Elsewhere {
+                let e = self.breaker.trial_elsewhere(ticket, "");
+                return Guarded { wait, ..refused(e) };
+            }
+        }
         let mut abandon = AbandonGuard {
             breaker: &self.breaker,
             ticket: Some(ticket),
@@ -377,6 +418,9 @@ impl ServerSlot {
         let (value, rest) = match outcome {
             Ok(v) => {
                 self.breaker.record(ticket, Verdict::Answered);
+                if let (true, Some(shared)) = (ticket.trial, &self.shared) {
+                    shared.announce_recovered(&self.name);
+                }
                 (Ok(v), None)
             }
             Err(u) => {
@@ -386,6 +430,9 @@ impl ServerSlot {
                 let rest = self
                     .breaker
                     .record(ticket, Verdict::Unanswered(u.describe()));
+                if let (Some(r), Some(shared)) = (&rest, &self.shared) {
+                    shared.announce_rest(&self.name, r.until, r.failures, &r.reason);
+                }
                 (Err(self.unanswered_error(&u)), rest)
             }
         };

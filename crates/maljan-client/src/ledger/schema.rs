@@ -142,8 +142,22 @@ CREATE INDEX IF NOT EXISTS jobs_created ON jobs(created_at_ms);
 CREATE INDEX IF NOT EXISTS jobs_status_created ON jobs(status, created_at_ms);
 "#;
 
+/// A shared remote server that one worker found silent: every worker sharing the database rests
+/// it until `until_ms`, and then one worker (`trial_by`, until `trial_until_ms`) tries it again.
+/// The row is gone once the trial is answered. See `crate::shared_limits`.
+const V4_SERVER_RESTS: &str = r#"
+CREATE TABLE IF NOT EXISTS server_rests(
+    server TEXT PRIMARY KEY,
+    until_ms INTEGER NOT NULL,
+    failures INTEGER NOT NULL,
+    reason TEXT NOT NULL DEFAULT '',
+    trial_by TEXT,
+    trial_until_ms INTEGER
+);
+"#;
+
 /// Every migration, in order; a ledger at version N has run the first N.
-pub(super) const MIGRATIONS: &[&str] = &[V1_LEDGER, V2_QUEUE, V3_JOBS_BY_TIME];
+pub(super) const MIGRATIONS: &[&str] = &[V1_LEDGER, V2_QUEUE, V3_JOBS_BY_TIME, V4_SERVER_RESTS];
 
 /// The version a fully migrated ledger is at.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
