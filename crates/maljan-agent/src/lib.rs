@@ -6,7 +6,8 @@
 //! the loop and its guards (`analyst`, `guards`), the judge stage and its checks (`judge`), the
 //! deterministic verdict that stands without a model (`heuristic`), the stages and their budgets
 //! (`stages`), what a run records besides the conversation (`record`: ledger notes, token usage,
-//! byte counts, stage outcomes), and the whole run (`run`).
+//! byte counts, stage outcomes), the run's progress kept as the job's events (`events`), and the
+//! whole run (`run`).
 //!
 //! It depends on the client runtime (every tool call goes through a job's `ServerHandle`, so it
 //! is ledgered with the model's arguments, under the breaker, the cap and the real timeouts) and
@@ -15,6 +16,7 @@
 
 pub mod analyst;
 pub mod catalog;
+pub mod events;
 pub mod guards;
 pub mod heuristic;
 pub mod judge;
@@ -24,6 +26,7 @@ pub mod run;
 pub mod stages;
 
 pub use catalog::{Catalog, CatalogTool};
+pub use events::JobEvents;
 pub use llm::{Endpoint, Models, ProviderKind};
 pub use run::{AgentOptions, AgentProgress, RunFigures, analyze, analyze_with_figures};
 pub use stages::Stages;

@@ -12,11 +12,10 @@ use axum::{
     response::sse::{Event, KeepAlive, Sse},
 };
 use futures::{Stream, StreamExt, stream};
-use maljan_agent::{AgentOptions, AgentProgress, Models, Stages, llm};
+use maljan_agent::{AgentOptions, JobEvents, Models, Stages, llm};
 use maljan_client::{JobEvent, JobSpec, KeySource, job::new_job_id};
-use maljan_triage::{Plan, Progress, StepReport, TriageOptions, render, report::ServerInfo};
-use serde_json::{Value, json};
-use tokio::sync::{broadcast, mpsc};
+use maljan_triage::{Plan, TriageOptions, render};
+use tokio::sync::broadcast;
 use tokio_stream::wrappers::BroadcastStream;
 use tokio_util::sync::CancellationToken;
 
@@ -250,20 +249,12 @@ pub fn start(state: &Arc<AppState>, sub: Submission) -> Result<String, Problem> 
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .insert(sub.job_id.clone(), live.clone());
-    let (tx, rx) = mpsc::unbounded_channel::<(String, Value)>();
-    let recorder = tokio::spawn(record_events(
-        state.clone(),
-        sub.job_id.clone(),
-        live.clone(),
-        rx,
-    ));
-    let upload_tx = tx.clone();
-    job.on_upload_progress(move |p| {
-        let _ = upload_tx.send((
-            "upload".into(),
-            json!({"server": p.server, "sent": p.sent, "total": p.total}),
-        ));
-    });
+    let watchers = live.clone();
+    let (progress, recorder) =
+        JobEvents::record(state.ledger.clone(), sub.job_id.clone(), move |e| {
+            let _ = watchers.events.send(e);
+        });
+    progress.watch_uploads(&job);
     let opts = AgentOptions {
         triage: TriageOptions {
             plan,
@@ -277,19 +268,12 @@ pub fn start(state: &Arc<AppState>, sub: Submission) -> Result<String, Problem> 
     let st = state.clone();
     let id = sub.job_id.clone();
     tokio::spawn(async move {
-        let progress = ConsoleProgress { tx };
         let report = maljan_agent::analyze(&job, opts, &progress).await;
         drop(job);
         if let Err(e) = st.ledger.save_report(&id, &render::json(&report)) {
             tracing::warn!("job {id}: the report could not be kept: {e}");
         }
-        let verdict = report.verdict.as_ref().map(|v| {
-            json!({"verdict": v.verdict.as_str(), "confidence": v.confidence, "source": v.source.as_str()})
-        });
-        progress.send(
-            "done",
-            json!({"status": report.status.as_str(), "verdict": verdict}),
-        );
+        progress.done(&report);
         drop(progress);
         let _ = recorder.await;
         st.live
@@ -299,95 +283,6 @@ pub fn start(state: &Arc<AppState>, sub: Submission) -> Result<String, Problem> 
         let _ = std::fs::remove_dir_all(&sub.dir);
     });
     Ok(sub.job_id)
-}
-
-/// Persists each event (numbered by the ledger), then tells the live watchers; ends at `done`.
-async fn record_events(
-    state: Arc<AppState>,
-    job_id: String,
-    live: Arc<LiveJob>,
-    mut rx: mpsc::UnboundedReceiver<(String, Value)>,
-) {
-    while let Some((kind, data)) = rx.recv().await {
-        let (ledger, id, k, d) = (
-            state.ledger.clone(),
-            job_id.clone(),
-            kind.clone(),
-            data.to_string(),
-        );
-        let seq = tokio::task::spawn_blocking(move || ledger.append_job_event(&id, &k, &d)).await;
-        if let Ok(Ok(seq)) = seq {
-            let _ = live.events.send(JobEvent {
-                seq,
-                kind: kind.clone(),
-                data: data.to_string(),
-            });
-        }
-        if kind == "done" {
-            break;
-        }
-    }
-}
-
-struct ConsoleProgress {
-    tx: mpsc::UnboundedSender<(String, Value)>,
-}
-
-impl ConsoleProgress {
-    fn send(&self, kind: &str, data: Value) {
-        let _ = self.tx.send((kind.to_string(), data));
-    }
-}
-
-impl Progress for ConsoleProgress {
-    fn connecting(&self, servers: &[String]) {
-        self.send("connecting", json!({"servers": servers}));
-    }
-    fn connected(&self, s: &ServerInfo) {
-        self.send(
-            "connected",
-            json!({"server": s.name, "via": s.via, "tools": s.tools,
-                   "tools_unavailable": s.tools_unavailable, "handover": s.handover,
-                   "error": s.error.as_ref().map(|e| &e.message)}),
-        );
-    }
-    fn step_started(&self, index: usize, total: usize, title: &str) {
-        self.send(
-            "step_started",
-            json!({"index": index, "total": total, "title": title}),
-        );
-    }
-    fn step_finished(&self, step: &StepReport, total: usize) {
-        self.send(
-            "call_finished",
-            json!({"index": step.index, "total": total, "title": step.title, "tool": step.tool,
-                   "server": step.server, "status": step.status.as_str(), "evidence": step.evidence,
-                   "duration_ms": step.duration_ms,
-                   "error": step.error.as_ref().map(|e| &e.code), "reason": step.reason}),
-        );
-    }
-}
-
-impl AgentProgress for ConsoleProgress {
-    fn stage_started(&self, stage: &str) {
-        self.send("stage", json!({"stage": stage}));
-    }
-    fn model_answered(&self, stage: &str, tool_calls: usize) {
-        self.send(
-            "model_answered",
-            json!({"stage": stage, "tool_calls": tool_calls}),
-        );
-    }
-    // The same event as a triage step's, so the live view draws the model's calls as they end.
-    fn tool_called(&self, stage: &str, call: &maljan_client::CallRecord) {
-        self.send(
-            "call_finished",
-            json!({"stage": stage, "title": call.tool, "tool": call.tool, "server": call.server,
-                   "status": if call.ok { "ok" } else { "failed" }, "evidence": [call.ev_id],
-                   "duration_ms": call.duration_ms,
-                   "error": call.error.as_ref().map(|e| &e.code)}),
-        );
-    }
 }
 
 /// Cancels a running job: 202 when it was running, 409 when it had ended, 404 when unknown.
@@ -403,9 +298,12 @@ pub fn cancel(state: &AppState, id: &str) -> Result<(), Problem> {
     }
 }
 
-/// The job's events after number `after`, then the live ones until it ends.
+/// The job's events after number `after`, then the live ones until it ends. A job this process
+/// runs is followed through its broadcast; a job another process runs (a worker, another console)
+/// is followed in the ledger, woken by its announcements on PostgreSQL and read again every few
+/// seconds besides (on SQLite, and for what a listener reconnecting missed).
 pub fn events(
-    state: &AppState,
+    state: &Arc<AppState>,
     id: &str,
     after: i64,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>> + use<>>, Problem> {
@@ -418,6 +316,7 @@ pub fn events(
     }
     // Subscribe before reading the past, so nothing falls between the two.
     let rx = state.live_job(id).map(|l| l.events.subscribe());
+    let announced = state.announced.subscribe();
     let past = state
         .ledger
         .job_events(id, after)
@@ -431,17 +330,73 @@ pub fn events(
     };
     let ended = past.iter().any(|e| e.kind == "done");
     let live = match rx {
-        Some(rx) if !ended => BroadcastStream::new(rx)
+        _ if ended => stream::empty().boxed(),
+        Some(rx) => BroadcastStream::new(rx)
             .filter_map(move |r| {
                 futures::future::ready(match r {
                     Ok(e) if e.seq > last => Some(e),
                     _ => None,
                 })
             })
-            .map(to_sse)
             .boxed(),
-        _ => stream::empty().boxed(),
+        None => follow(state.clone(), id.to_string(), last, announced).boxed(),
     };
-    let stream = stream::iter(past.into_iter().map(to_sse)).chain(live);
+    let stream = stream::iter(past).chain(live).map(to_sse);
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+/// How often a followed job's events are read again without an announcement.
+const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The events of a job run elsewhere, after `last`, until its `done`.
+fn follow(
+    state: Arc<AppState>,
+    id: String,
+    last: i64,
+    announced: broadcast::Receiver<String>,
+) -> impl Stream<Item = JobEvent> {
+    struct Follow {
+        state: Arc<AppState>,
+        id: String,
+        last: i64,
+        announced: broadcast::Receiver<String>,
+        ended: bool,
+    }
+    let start = Follow {
+        state,
+        id,
+        last,
+        announced,
+        ended: false,
+    };
+    stream::unfold(start, |mut f| async move {
+        if f.ended {
+            return None;
+        }
+        // Woken by an announcement of this job, a lagging receiver (something was missed), or
+        // the clock.
+        let _ = tokio::time::timeout(FOLLOW_EVERY, async {
+            loop {
+                match f.announced.recv().await {
+                    Ok(job) if job == f.id => return,
+                    Ok(_) => {}
+                    Err(broadcast::error::RecvError::Lagged(_)) => return,
+                    Err(broadcast::error::RecvError::Closed) => std::future::pending::<()>().await,
+                }
+            }
+        })
+        .await;
+        let (ledger, id, after) = (f.state.ledger.clone(), f.id.clone(), f.last);
+        let fresh = tokio::task::spawn_blocking(move || ledger.job_events(&id, after))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        if let Some(e) = fresh.last() {
+            f.last = e.seq;
+        }
+        f.ended = fresh.iter().any(|e| e.kind == "done");
+        Some((stream::iter(fresh), f))
+    })
+    .flatten()
 }

@@ -34,6 +34,9 @@ pub struct AppState {
     pub samples_dir: PathBuf,
     /// The data directory the console was opened with (kept across config reloads).
     pub data_dir: PathBuf,
+    /// Ids of jobs with a new event, as PostgreSQL announces them (whichever node runs the job);
+    /// nothing on SQLite. The event streams of jobs run elsewhere wake on it.
+    pub announced: broadcast::Sender<String>,
 }
 
 /// How a server edit or a submitted job fails, for the page and the API alike.
@@ -78,6 +81,11 @@ impl AppState {
         }
         let config_data_dir = config.data_dir.clone();
         let runtime = build_runtime(config, ledger.clone(), &samples_dir);
+        let announced = broadcast::channel(1024).0;
+        let tx = announced.clone();
+        ledger.listen(maljan_client::ledger::JOB_EVENTS_CHANNEL, move |job| {
+            let _ = tx.send(job.to_string());
+        })?;
         Ok(Arc::new(Self {
             opts,
             runtime: RwLock::new(runtime),
@@ -88,6 +96,7 @@ impl AppState {
             auth,
             samples_dir,
             data_dir: config_data_dir,
+            announced,
         }))
     }
 

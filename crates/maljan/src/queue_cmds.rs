@@ -12,7 +12,7 @@ use std::{
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
-use maljan_agent::{AgentOptions, Models, Stages, llm};
+use maljan_agent::{AgentOptions, JobEvents, Models, Stages, llm};
 use maljan_client::{
     CancelOutcome, Config, JobSpec, KeySource, Lease, Ledger, NewQueuedJob, QueuedJob, Runtime,
     SampleStore,
@@ -344,7 +344,15 @@ async fn run_job(shared: &Arc<Shared>, job: QueuedJob) {
         lost.clone(),
     ));
     let dir = shared.work_dir.join(&job.job_id);
-    let outcome = run_in(shared, &job, &dir, cancel).await;
+    // The job's progress, for every console watching it (through the ledger).
+    let (events, recorder) =
+        JobEvents::record(shared.runtime.ledger().clone(), job.job_id.clone(), |_| {});
+    let outcome = run_in(shared, &job, &dir, cancel, &events).await;
+    if let Err(e) = &outcome {
+        events.failed(&format!("{e:#}"));
+    }
+    drop(events);
+    let _ = recorder.await;
     let _ = std::fs::remove_dir_all(&dir);
     renewer.abort();
     shared.running.lock().expect("running").remove(&job.job_id);
@@ -407,6 +415,7 @@ async fn run_in(
     job: &QueuedJob,
     dir: &Path,
     cancel: CancellationToken,
+    events: &JobEvents,
 ) -> anyhow::Result<String> {
     let _ = std::fs::remove_dir_all(dir);
     maljan_client::paths::ensure_private_dir(dir)?;
@@ -428,6 +437,7 @@ async fn run_in(
         id: Some(job.job_id.clone()),
     };
     let run = shared.runtime.new_job(spec)?;
+    events.watch_uploads(&run);
     let servers = (!job.servers.is_empty()).then(|| job.servers.clone());
     let report = maljan_agent::analyze(
         &run,
@@ -445,12 +455,13 @@ async fn run_in(
             stages: shared.stages.clone(),
             cancel,
         },
-        &maljan_triage::Quiet,
+        events,
     )
     .await;
     drop(run);
     let ledger = shared.runtime.ledger().clone();
     let (id, json) = (report.job_id.clone(), render::json(&report));
     tokio::task::spawn_blocking(move || ledger.save_report(&id, &json)).await??;
+    events.done(&report);
     Ok(report.status.as_str().to_string())
 }

@@ -7,10 +7,13 @@
 use serde::{Deserialize, Serialize};
 
 use super::{
-    JobRow, Ledger, LedgerEntry, LedgerError,
+    Engine, JobRow, Ledger, LedgerEntry, LedgerError,
     db::{Conn, DbError, DbResult, vals},
     read::{CALL_COLS, call_row, read_jobs},
 };
+
+/// The channel each new job event is announced on (PostgreSQL), its payload the job's id.
+pub const JOB_EVENTS_CHANNEL: &str = "maljan_job_events";
 
 /// One page of rows and how many match in all.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -210,11 +213,16 @@ impl Ledger {
         self.with_conn(move |c| {
             // One statement: two writers of the same job (two workers, after a reclaim) cannot
             // both take the same number; the primary key refuses the second.
-            c.query_one(
-                "INSERT INTO job_events(job_id, seq, kind, data, at_ms) SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4 FROM job_events WHERE job_id = ?1 RETURNING seq",
-                vals![job_id, kind, data, crate::time::now_ms()],
-            )?
-            .i64(0)
+            const INSERT: &str = "INSERT INTO job_events(job_id, seq, kind, data, at_ms) SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4 FROM job_events WHERE job_id = ?1 RETURNING seq";
+            let sql = match c.engine() {
+                Engine::Sqlite => INSERT.to_string(),
+                // Every console listening hears of it at commit, whichever node wrote it.
+                Engine::Postgres => format!(
+                    "WITH e AS ({INSERT}) SELECT seq, pg_notify('{JOB_EVENTS_CHANNEL}', ?1) FROM e"
+                ),
+            };
+            c.query_one(&sql, vals![job_id, kind, data, crate::time::now_ms()])?
+                .i64(0)
         })?
         .map_err(|e: DbError| LedgerError::Write(e.message))
     }

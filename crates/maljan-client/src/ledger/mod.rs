@@ -29,6 +29,7 @@ use std::{path::Path, sync::Arc};
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
 
+pub use browse::JOB_EVENTS_CHANNEL;
 pub use browse::{CallFilter, JobEvent, Page};
 pub use db::{DatabaseUrl, Engine};
 pub use queue::{CANCEL_CHANNEL, CancelOutcome, Lease, NewQueuedJob, QueuedJob};

@@ -342,23 +342,33 @@ impl Ledger {
 
     /// Calls `on_cancel(job_id)` on a thread of its own for each cancel announced (PostgreSQL;
     /// on SQLite there is nothing to listen to and workers see cancels at their lease renewal).
-    /// Reconnects when the connection drops.
     pub fn listen_for_cancels(
         &self,
         on_cancel: impl Fn(&str) + Send + 'static,
+    ) -> Result<(), LedgerError> {
+        self.listen(CANCEL_CHANNEL, on_cancel)
+    }
+
+    /// Calls `on_note(payload)` on a thread of its own for each announcement on `channel`
+    /// (PostgreSQL; nothing on SQLite). Reconnects when the connection drops; what is announced
+    /// while it is down is not heard, so a listener also reads the state it follows now and then.
+    pub fn listen(
+        &self,
+        channel: &'static str,
+        on_note: impl Fn(&str) + Send + 'static,
     ) -> Result<(), LedgerError> {
         let DatabaseUrl::Postgres(url) = self.url().clone() else {
             return Ok(());
         };
         std::thread::Builder::new()
-            .name("maljan-cancels".into())
+            .name(format!("maljan-{channel}"))
             .spawn(move || {
                 // Said once per outage, not on every attempt to reconnect.
                 let mut down = false;
                 loop {
-                    match listen(&url, &on_cancel, &mut down) {
+                    match listen(&url, channel, &on_note, &mut down) {
                         Err(e) if !down => {
-                            tracing::warn!("cancel listener: {e}; reconnecting");
+                            tracing::warn!("listening on {channel}: {e}; reconnecting");
                             down = true;
                         }
                         _ => {}
@@ -368,22 +378,27 @@ impl Ledger {
             })
             .map(|_| ())
             .map_err(|e| LedgerError::Open {
-                path: "cancel listener".into(),
+                path: format!("listener on {channel}"),
                 err: e.to_string(),
             })
     }
 }
 
-fn listen(url: &str, on_cancel: &impl Fn(&str), down: &mut bool) -> Result<(), postgres::Error> {
+fn listen(
+    url: &str,
+    channel: &str,
+    on_note: &impl Fn(&str),
+    down: &mut bool,
+) -> Result<(), postgres::Error> {
     let mut client = postgres::Client::connect(url, postgres::NoTls)?;
-    client.batch_execute(&format!("LISTEN {CANCEL_CHANNEL}"))?;
+    client.batch_execute(&format!("LISTEN {channel}"))?;
     *down = false;
     let mut notes = client.notifications();
     let mut it = notes.blocking_iter();
     loop {
         use postgres::fallible_iterator::FallibleIterator;
         match it.next()? {
-            Some(n) => on_cancel(n.payload()),
+            Some(n) => on_note(n.payload()),
             None => return Ok(()),
         }
     }
