@@ -32,12 +32,15 @@ use crate::breaker::Breaker;
 
 /// The channel rests and recoveries are announced on.
 pub const BREAKER_CHANNEL: &str = "maljan_breaker";
+/// The channel a slot given back is announced on, so waiting workers try again at once.
+pub const SLOTS_CHANNEL: &str = "maljan_slots";
 
 /// How often the listener looks up from waiting to see whether it is still wanted.
 const POLL: Duration = Duration::from_millis(100);
 /// How long after a failed connection the next attempt waits.
 const RECONNECT_PAUSE: Duration = Duration::from_secs(1);
-/// The longest pause between two tries for a slot while every slot is held.
+/// The longest pause between two tries for a slot while every slot is held, unless one is
+/// announced free sooner.
 const MAX_SLOT_PAUSE: Duration = Duration::from_millis(50);
 
 /// What a try for a slot found.
@@ -97,6 +100,8 @@ enum Request {
 /// The limits a process shares with the other workers on one database.
 pub struct SharedLimits {
     tx: mpsc::Sender<Request>,
+    /// Woken when a slot is given back, here or (announced) by another worker.
+    freed: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for SharedLimits {
@@ -134,7 +139,10 @@ impl SharedLimits {
             held: HashMap::new(),
             said_down: false,
         };
-        let limits = Arc::new(Self { tx });
+        let limits = Arc::new(Self {
+            tx,
+            freed: tokio::sync::Notify::new(),
+        });
         let weak = Arc::downgrade(&limits);
         let url = url.to_string();
         let spawned = std::thread::Builder::new()
@@ -160,6 +168,10 @@ impl SharedLimits {
         let key = server_key(server);
         let mut pause = Duration::from_millis(2);
         loop {
+            // Listening before the try: a slot freed between the try and the wait is not missed.
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
             let (reply, answer) = oneshot::channel();
             self.tx.send(Request::Acquire { key, cap, reply }).ok()?;
             match answer.await.unwrap_or(Acquired::Unavailable) {
@@ -171,7 +183,7 @@ impl SharedLimits {
                     });
                 }
                 Acquired::Full => {
-                    tokio::time::sleep(pause).await;
+                    let _ = tokio::time::timeout(pause, freed).await;
                     pause = (pause * 2).min(MAX_SLOT_PAUSE);
                 }
                 Acquired::Unavailable => return None,
@@ -300,8 +312,11 @@ impl Link {
         let was_held = self.held.get_mut(&key).is_some_and(|s| s.remove(&slot));
         if was_held {
             let _ = self.with_client(|c, _| {
-                c.execute("SELECT pg_advisory_unlock($1, $2)", &[&key, &slot])
-                    .map(|_| ())
+                c.execute(
+                    "SELECT pg_advisory_unlock($1, $2), pg_notify($3, '')",
+                    &[&key, &slot, &SLOTS_CHANNEL],
+                )
+                .map(|_| ())
             });
         }
     }
@@ -379,7 +394,7 @@ fn listen_once(
 ) -> Result<(), postgres::Error> {
     use postgres::fallible_iterator::FallibleIterator;
     let mut client = postgres::Client::connect(url, postgres::NoTls)?;
-    client.batch_execute(&format!("LISTEN {BREAKER_CHANNEL}"))?;
+    client.batch_execute(&format!("LISTEN {BREAKER_CHANNEL}; LISTEN {SLOTS_CHANNEL}"))?;
     // Rests announced before this worker listened.
     for r in client.query(
         "SELECT server, until_ms, failures, reason FROM server_rests",
@@ -399,6 +414,12 @@ fn listen_once(
     while limits.strong_count() > 0 {
         // A fresh iterator each time: one whose timeout has passed no longer waits.
         if let Some(n) = notes.timeout_iter(POLL).next()? {
+            if n.channel() == SLOTS_CHANNEL {
+                if let Some(l) = limits.upgrade() {
+                    l.freed.notify_waiters();
+                }
+                continue;
+            }
             match serde_json::from_str::<Announcement>(n.payload()) {
                 Ok(a) => apply(breakers, &a),
                 Err(e) => tracing::warn!("shared limits: an announcement that is not one: {e}"),
