@@ -1,7 +1,8 @@
 //! The jobs API: a multipart submit answers 202 at once, the job runs in the console's process
 //! on the same runtime and agent as `maljan analyze`, its events stream and resume from
 //! Last-Event-ID, its ledger rows page and filter, its report comes in each format; bad input
-//! gets a clear error and leaves nothing behind.
+//! gets a clear error and leaves nothing behind. The job tests run over SQLite and over a real
+//! PostgreSQL.
 
 mod common;
 
@@ -46,8 +47,17 @@ async fn events(c: &common::Console, id: &str, last: Option<&str>) -> Vec<(i64, 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_submitted_job_runs_streams_and_reports() {
-    let c = common::console_analysis();
+async fn a_submitted_job_runs_streams_and_reports_on_sqlite() {
+    a_submitted_job_runs_streams_and_reports(common::Store::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_submitted_job_runs_streams_and_reports_on_postgres() {
+    a_submitted_job_runs_streams_and_reports(common::Store::Postgres).await;
+}
+
+async fn a_submitted_job_runs_streams_and_reports(store: common::Store) {
+    let c = common::console_over(store, true);
     let (id, job) = c
         .run_job(&[("agent", "off"), ("servers", "analysis")])
         .await;
@@ -181,8 +191,17 @@ async fn a_submitted_job_runs_streams_and_reports() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_running_job_can_be_cancelled() {
-    let c = common::console();
+async fn a_running_job_can_be_cancelled_on_sqlite() {
+    a_running_job_can_be_cancelled(common::Store::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_job_can_be_cancelled_on_postgres() {
+    a_running_job_can_be_cancelled(common::Store::Postgres).await;
+}
+
+async fn a_running_job_can_be_cancelled(store: common::Store) {
+    let c = common::console_over(store, false);
     // The echo fixture's `work` is not in the plan; a sample for a server set that exists makes
     // a job whose cancel is answered at once, running or just ended.
     let (s, v) = c
@@ -204,8 +223,17 @@ async fn a_running_job_can_be_cancelled() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unknown_jobs_are_404_on_every_endpoint() {
-    let c = common::console();
+async fn unknown_jobs_are_404_on_every_endpoint_on_sqlite() {
+    unknown_jobs_are_404_on_every_endpoint(common::Store::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_jobs_are_404_on_every_endpoint_on_postgres() {
+    unknown_jobs_are_404_on_every_endpoint(common::Store::Postgres).await;
+}
+
+async fn unknown_jobs_are_404_on_every_endpoint(store: common::Store) {
+    let c = common::console_over(store, false);
     for (m, path) in [
         ("GET", ""),
         ("GET", "/events"),

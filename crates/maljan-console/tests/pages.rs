@@ -1,5 +1,6 @@
 //! The pages render, forms post back with their errors shown and nothing half-saved, and a
-//! finished job's page leads from the verdict to its evidence rows.
+//! finished job's page leads from the verdict to its evidence rows — over SQLite and over
+//! PostgreSQL where a page reads jobs or the ledger.
 
 mod common;
 
@@ -40,8 +41,17 @@ fn enc(s: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_page_renders() {
-    let c = common::console();
+async fn every_page_renders_on_sqlite() {
+    every_page_renders(common::Store::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_page_renders_on_postgres() {
+    every_page_renders(common::Store::Postgres).await;
+}
+
+async fn every_page_renders(store: common::Store) {
+    let c = common::console_over(store, false);
     for (uri, needle) in [
         ("/", "Dashboard"),
         ("/servers", "fixture echo"),
@@ -175,8 +185,17 @@ async fn the_server_form_tests_shows_errors_and_saves() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_finished_job_shows_the_verdict_first_and_links_its_evidence() {
-    let c = common::console_analysis();
+async fn a_finished_job_shows_the_verdict_first_and_links_its_evidence_on_sqlite() {
+    a_finished_job_shows_the_verdict_first_and_links_its_evidence(common::Store::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_job_shows_the_verdict_first_and_links_its_evidence_on_postgres() {
+    a_finished_job_shows_the_verdict_first_and_links_its_evidence(common::Store::Postgres).await;
+}
+
+async fn a_finished_job_shows_the_verdict_first_and_links_its_evidence(store: common::Store) {
+    let c = common::console_over(store, true);
     let (s, v) = c
         .submit("sample.bin", &common::sample_bytes(), &[("agent", "off")])
         .await;

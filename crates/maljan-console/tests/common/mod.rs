@@ -15,6 +15,15 @@ use maljan_console::{AppState, ConsoleOptions, router};
 use serde_json::Value;
 use tower::ServiceExt;
 
+/// Where a test console keeps jobs, events and the ledger: the tests of jobs and pages run on both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Store {
+    /// SQLite in the console's data directory (the embedded default).
+    Sqlite,
+    /// A fresh database on the PostgreSQL server maljan-testkit starts.
+    Postgres,
+}
+
 pub struct Console {
     pub state: Arc<AppState>,
     pub app: Router,
@@ -48,6 +57,16 @@ pub fn console_with_config(extra: &str) -> Console {
 }
 
 fn console_configured(listen: &str, max_sample_bytes: u64, analysis: bool, extra: &str) -> Console {
+    console_stored(listen, max_sample_bytes, analysis, extra, Store::Sqlite)
+}
+
+fn console_stored(
+    listen: &str,
+    max_sample_bytes: u64,
+    analysis: bool,
+    extra: &str,
+    store: Store,
+) -> Console {
     let dir = tempfile::tempdir().unwrap();
     let config_path = dir.path().join("config.toml");
     let mut text = format!(
@@ -64,7 +83,11 @@ fn console_configured(listen: &str, max_sample_bytes: u64, analysis: bool, extra
     std::fs::write(&config_path, text).unwrap();
     let mut config = Config::load(Some(&config_path)).unwrap();
     config.data_dir = dir.path().join("data");
-    let ledger = Ledger::open(&config.data_dir.join("ledger.sqlite3"), 256 * 1024).unwrap();
+    let ledger = match store {
+        Store::Sqlite => Ledger::open(&config.data_dir.join("ledger.sqlite3"), 256 * 1024),
+        Store::Postgres => Ledger::connect(&maljan_testkit::postgres::fresh_database(), 256 * 1024),
+    }
+    .unwrap();
     let opts = ConsoleOptions {
         listen: listen.parse().unwrap(),
         config: Some(config_path.clone()),
@@ -98,6 +121,11 @@ pub fn console() -> Console {
 /// With the analysis server too: jobs that find something.
 pub fn console_analysis() -> Console {
     console_with("127.0.0.1:8700", 1 << 20, true)
+}
+
+/// [`console`] (`analysis`: [`console_analysis`]) over `store`.
+pub fn console_over(store: Store, analysis: bool) -> Console {
+    console_stored("127.0.0.1:8700", 1 << 20, analysis, "", store)
 }
 
 impl Console {
