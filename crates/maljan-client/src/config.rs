@@ -216,6 +216,11 @@ pub struct OAuthConfig {
     /// needs one; `maljan servers login NAME` asks for it and seals it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub client_secret: String,
+    /// The https URL of a client ID metadata document the operator publishes for maljan (SEP-991):
+    /// the client id where the authorization server supports such documents
+    /// (`client_id_metadata_document_supported`); elsewhere dynamic registration is used.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub client_metadata_url: String,
     /// Scopes to ask for; empty = what the server's challenge and metadata name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scopes: Vec<String>,

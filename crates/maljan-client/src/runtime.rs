@@ -507,6 +507,9 @@ pub(crate) async fn read_view(
             Reply::Unusable(why) | Reply::Declined(why) => {
                 Err(Some(format!("capabilities failed: {why}")))
             }
+            Reply::ScopeRequired(scope) => Err(Some(format!(
+                "capabilities failed: the token lacks the OAuth scope '{scope}'"
+            ))),
         }
     } else {
         Err(None)
@@ -554,6 +557,20 @@ pub(crate) fn read_reply(reply: Reply) -> (Option<Value>, Option<CallError>) {
             Some(CallError::new(ErrorCode::ToolFailed, why).with_remediation(
                 "an answer too large: ask for less (a page, a filter) or raise core.mcp.max_answer_bytes; a malformed one: check the server's log",
             )),
+        ),
+        Reply::ScopeRequired(scope) => (
+            None,
+            Some(
+                CallError::new(
+                    ErrorCode::NotConfigured,
+                    format!(
+                        "the server refused the token for this call: it needs the OAuth scope '{scope}' (HTTP 403, insufficient_scope)"
+                    ),
+                )
+                .with_remediation(
+                    "add the scope to the server's oauth.scopes in the config and sign in again (`maljan servers login NAME`)",
+                ),
+            ),
         ),
     }
 }

@@ -44,6 +44,9 @@ impl Connection {
                 Classified::Answer(Reply::Unusable(why) | Reply::Declined(why)) => {
                     Unanswered::Unreachable(format!("tools/list failed: {why}"))
                 }
+                Classified::Answer(Reply::ScopeRequired(scope)) => Unanswered::Unreachable(
+                    format!("tools/list failed: the token lacks the OAuth scope '{scope}'"),
+                ),
                 Classified::Answer(Reply::Result(_)) => {
                     Unanswered::Unreachable("tools/list failed".into())
                 }
@@ -129,10 +132,18 @@ impl Connection {
             .peer
             .send_request_with_option(request, PeerRequestOptions::with_timeout(timeout))
             .await
-            .map_err(|e| match self.classify(e) {
-                Classified::Unanswered(u) => u,
-                Classified::Answer(_) => Unanswered::Gone("the request could not be sent".into()),
-            })?;
+            .map_err(|e| self.classify(e));
+        let handle = match handle {
+            Ok(h) => h,
+            Err(Classified::Unanswered(u)) => return Err(u),
+            // Refused before it was sent (a 403 for the token's scope): an answer all the same.
+            Err(Classified::Answer(reply @ Reply::ScopeRequired(_))) => {
+                return Ok(Round::Done(reply));
+            }
+            Err(Classified::Answer(_)) => {
+                return Err(Unanswered::Gone("the request could not be sent".into()));
+            }
+        };
         let mut guard = CancelOnDrop {
             peer: Some(self.peer.clone()),
             id: handle.id.clone(),
@@ -179,6 +190,7 @@ fn reply_type(reply: &Reply) -> Option<String> {
         Reply::RpcError { code, .. } => Some(code.to_string()),
         Reply::Unusable(_) => Some("unusable_answer".into()),
         Reply::Declined(_) => Some("input_declined".into()),
+        Reply::ScopeRequired(_) => Some("insufficient_scope".into()),
     }
 }
 

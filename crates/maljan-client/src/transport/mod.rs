@@ -108,6 +108,9 @@ pub enum Reply {
     /// The server asked for input (2026-07-28 `input_required`) the runtime's policy does not give
     /// (see `input`): why the call ended.
     Declined(String),
+    /// The server refused the token for this call (HTTP 403 `insufficient_scope`): the scope its
+    /// challenge names, when it names one. A person must sign in again with it.
+    ScopeRequired(String),
 }
 
 /// One tool as the server's tools/list described it.
@@ -497,6 +500,9 @@ impl Connection {
                 Classified::Unanswered(Unanswered::Gone(why))
             }
             ServiceError::TransportSend(err) => {
+                if let Some(scope) = insufficient_scope(&err) {
+                    return Classified::Answer(Reply::ScopeRequired(scope));
+                }
                 if self.peer.is_transport_closed() {
                     self.dead.store(true, Ordering::Relaxed);
                 }
@@ -525,6 +531,20 @@ impl Connection {
         self.dead.store(true, Ordering::Relaxed);
         self.child.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
+}
+
+/// The scope a 403 `insufficient_scope` challenge names ("" when it names none), if that is why
+/// a request could not be sent.
+fn insufficient_scope(err: &rmcp::transport::DynamicTransportError) -> Option<String> {
+    use rmcp::transport::streamable_http_client::InsufficientScopeError;
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(current) = source {
+        if let Some(e) = current.downcast_ref::<InsufficientScopeError>() {
+            return Some(e.required_scope.clone().unwrap_or_default());
+        }
+        source = current.source();
+    }
+    None
 }
 
 /// rmcp names the transport's Rust type inside its errors ("Transport [rmcp::…] error: "); people

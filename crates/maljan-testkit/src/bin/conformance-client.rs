@@ -5,11 +5,73 @@
 //! It connects through a one-server runtime (breaker, cap, ledger in memory), reads the tools, and
 //! calls what the scenario expects: `tools_call` → add_numbers(a, b); `sse-retry` →
 //! test_reconnection; anything else → the handshake and tools/list only.
+//!
+//! An `auth/*` scenario signs in first, as `maljan servers login` does (the runtime's OAuth, its
+//! tokens sealed in a temporary data directory): the authorization-code grant, with the
+//! "browser" an HTTP client that opens the authorization URL and follows its redirect to the
+//! loopback listener (the suite's authorization server approves at once); or, when the suite's
+//! context (MCP_CONFORMANCE_CONTEXT) holds a client secret for a client-credentials scenario,
+//! that grant. Then it connects with the stored tokens and calls a tool when the server has one.
+//! A call refused for its token's scope (403 insufficient_scope) is what a person meets as
+//! "sign in again with this scope": the client adds the scope and signs in again, once, as
+//! `maljan servers login` would with the scope added to the config.
 
 use std::process::ExitCode;
 
-use maljan_client::{BreakerConfig, Config, JobSpec, Ledger, Runtime, ServerConfig, TransportKind};
-use serde_json::json;
+use maljan_client::{
+    BreakerConfig, Config, JobSpec, KeySource, Ledger, OAuthConfig, OAuthGrant, Runtime,
+    ServerConfig, TransportKind, transport::oauth,
+};
+use serde_json::{Value, json};
+
+/// The OAuth settings a scenario's context asks for.
+fn oauth_for(scenario: &str) -> OAuthConfig {
+    let context: Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
+        .ok()
+        .and_then(|c| serde_json::from_str(&c).ok())
+        .unwrap_or_default();
+    let text = |k: &str| context[k].as_str().unwrap_or_default().to_string();
+    OAuthConfig {
+        grant: if scenario.contains("client-credentials") {
+            OAuthGrant::ClientCredentials
+        } else {
+            OAuthGrant::AuthorizationCode
+        },
+        client_id: text("client_id"),
+        client_secret: text("client_secret"),
+        // The document URL the suite's example clients publish; used where the authorization
+        // server supports client ID metadata documents, dynamic registration elsewhere.
+        client_metadata_url: "https://conformance-test.local/client-metadata.json".into(),
+        ..Default::default()
+    }
+}
+
+/// The person at the browser: opens the authorization URL and follows its redirect to the
+/// loopback listener.
+async fn approve(address: String) {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("an HTTP client");
+    let Ok(answer) = client.get(&address).send().await else {
+        eprintln!("the authorization URL did not answer");
+        return;
+    };
+    let Some(to) = answer
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .and_then(|l| l.to_str().ok())
+    else {
+        eprintln!(
+            "the authorization URL answered {} without a redirect",
+            answer.status()
+        );
+        return;
+    };
+    if client.get(to).send().await.is_err() {
+        eprintln!("the redirect did not reach the loopback listener");
+    }
+}
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -18,7 +80,60 @@ async fn main() -> ExitCode {
         return ExitCode::FAILURE;
     };
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
-    let mut config = Config::default();
+    let data = tempfile::tempdir().expect("a temporary data directory");
+    let mut oauth_config = scenario.starts_with("auth/").then(|| oauth_for(&scenario));
+    if let Some(o) = &oauth_config
+        && let Err(e) = sign_in(&url, o, data.path()).await
+    {
+        eprintln!("sign-in failed: {e}");
+        return ExitCode::FAILURE;
+    }
+    let mut outcome = run(&url, &scenario, data.path(), oauth_config.clone()).await;
+    if let (Err(Some(scope)), Some(o)) = (&outcome, oauth_config.as_mut()) {
+        // Step up: the scope the refusal named, added to those asked for, and a new sign-in.
+        for s in scope.split_whitespace() {
+            if !o.scopes.iter().any(|have| have == s) {
+                o.scopes.push(s.to_string());
+            }
+        }
+        eprintln!("signing in again with scopes {:?}", o.scopes);
+        if let Err(e) = sign_in(&url, o, data.path()).await {
+            eprintln!("sign-in failed: {e}");
+            return ExitCode::FAILURE;
+        }
+        outcome = run(&url, &scenario, data.path(), oauth_config).await;
+    }
+    if outcome.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// `maljan servers login`, with [`approve`] as the browser.
+async fn sign_in(url: &str, o: &OAuthConfig, data: &std::path::Path) -> Result<(), String> {
+    let ctx = oauth::OAuthContext::new("conformance", o.clone(), KeySource::in_dir(data), data);
+    let wait = std::time::Duration::from_secs(20);
+    let done = oauth::login(url, &ctx, wait, |a| {
+        tokio::spawn(approve(a.to_string()));
+    })
+    .await?;
+    eprintln!("signed in: scopes {:?}", done.scopes);
+    Ok(())
+}
+
+/// Connects through a fresh runtime and calls what the scenario expects. `Err(Some(scope))`: a
+/// call was refused for lacking that OAuth scope.
+async fn run(
+    url: &str,
+    scenario: &str,
+    data: &std::path::Path,
+    oauth: Option<OAuthConfig>,
+) -> Result<(), Option<String>> {
+    let mut config = Config {
+        data_dir: data.to_path_buf(),
+        ..Default::default()
+    };
     config.core.mcp.breaker = BreakerConfig {
         call_timeout_seconds: 20.0,
         connect_timeout_seconds: 20.0,
@@ -28,35 +143,33 @@ async fn main() -> ExitCode {
         "conformance".into(),
         ServerConfig {
             transport: TransportKind::StreamableHttp,
-            url,
+            url: url.to_string(),
             enabled: true,
+            oauth,
             ..Default::default()
         },
     );
     let rt = Runtime::new(config, Ledger::open_in_memory());
-    let job = match rt.new_job(JobSpec::labelled(format!("conformance {scenario}"))) {
-        Ok(j) => j,
-        Err(e) => {
+    let job = rt
+        .new_job(JobSpec::labelled(format!("conformance {scenario}")))
+        .map_err(|e| {
             eprintln!("cannot start a job: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+            None
+        })?;
     let server = job.server("conformance").expect("configured above");
-    let view = match server.view().await {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("connect failed: {} ({})", e.message, e.remediation);
-            return ExitCode::FAILURE;
-        }
-    };
+    let view = server.view().await.map_err(|e| {
+        eprintln!("connect failed: {} ({})", e.message, e.remediation);
+        None
+    })?;
     eprintln!(
         "connected: protocol {}, {} tools",
         view.protocol_version,
         view.tools.len()
     );
-    let call = match scenario.as_str() {
+    let call = match scenario {
         "tools_call" => Some(("add_numbers", json!({"a": 5, "b": 3}))),
         "sse-retry" => Some(("test_reconnection", json!({}))),
+        s if s.starts_with("auth/") => view.tools.first().map(|t| (t.name.as_str(), json!({}))),
         _ => None,
     };
     if scenario == "sse-retry" {
@@ -67,22 +180,25 @@ async fn main() -> ExitCode {
         // Letting that GET go out first makes the order the scenario measures the real one.
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     }
-    let mut ok = true;
+    let mut outcome = Ok(());
     if let Some((tool, args)) = call {
         let rec = server.call(tool, args).await;
         match &rec.error {
             None => eprintln!("{tool}: {}", rec.text()),
             Some(e) => {
                 eprintln!("{tool} failed: [{}] {}", e.code, e.message);
-                ok = false;
+                outcome = Err(needed_scope(&e.message));
             }
         }
     }
     job.finish();
     rt.shutdown().await;
-    if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    outcome
+}
+
+/// The scope a refusal for the token's scope names (the runtime's message quotes it).
+fn needed_scope(message: &str) -> Option<String> {
+    let (_, rest) = message.split_once("needs the OAuth scope '")?;
+    let (scope, _) = rest.split_once('\'')?;
+    (!scope.is_empty()).then(|| scope.to_string())
 }

@@ -94,6 +94,9 @@ async fn browser_login(
     if !ctx.config.scopes.is_empty() {
         request = request.with_scopes(ctx.config.scopes.clone());
     }
+    if !ctx.config.client_metadata_url.is_empty() {
+        request = request.with_client_metadata_url(ctx.config.client_metadata_url.clone());
+    }
     if !ctx.config.client_id.is_empty() {
         request = request.with_preregistered_client(ctx.config.client_id.clone());
         if let Some(secret) = ctx.client_secret()? {
