@@ -67,6 +67,13 @@ pub struct WorkerArgs {
     /// How long a claim holds without renewal; renewed every third of it.
     #[arg(long, default_value_t = 15, value_name = "SECONDS")]
     pub lease_s: u64,
+    /// How many times a job is tried again when its sample cannot be fetched (the store away or
+    /// unreachable), before it fails with the reason.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub retries: i64,
+    /// The wait before such a retry, times the attempt (10 s, then 20 s, …).
+    #[arg(long, default_value_t = 10, value_name = "SECONDS")]
+    pub retry_after_s: u64,
     /// Stop once no job is queued or running anywhere (tests, batch runs).
     #[arg(long)]
     pub exit_when_idle: bool,
@@ -243,6 +250,8 @@ struct Shared {
     models: Option<Arc<Models>>,
     worker: String,
     lease_ms: i64,
+    retries: i64,
+    retry_after_ms: i64,
     /// The cancel token of each job this worker runs, by job id.
     running: Mutex<HashMap<String, CancellationToken>>,
 }
@@ -275,6 +284,8 @@ pub async fn worker(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         models,
         worker: format!("{}-{}", host.trim(), std::process::id()),
         lease_ms: (args.lease_s.max(1) * 1000) as i64,
+        retries: args.retries.max(0),
+        retry_after_ms: (args.retry_after_s * 1000) as i64,
         running: Mutex::new(HashMap::new()),
     });
     let listener = shared.clone();
@@ -348,9 +359,22 @@ async fn run_job(shared: &Arc<Shared>, job: QueuedJob) {
     let (events, recorder) =
         JobEvents::record(shared.runtime.ledger().clone(), job.job_id.clone(), |_| {});
     let outcome = run_in(shared, &job, &dir, cancel, &events).await;
-    if let Err(e) = &outcome {
-        events.failed(&format!("{e:#}"));
-    }
+    // A sample that could not be fetched is the store's failure, not the sample's: tried again.
+    let retry = match &outcome {
+        Err(e) if e.is::<SampleUnavailable>() && job.attempts <= shared.retries => {
+            let after_ms = shared.retry_after_ms * job.attempts;
+            events.send(
+                "retry",
+                serde_json::json!({"attempt": job.attempts, "reason": format!("{e:#}"), "after_s": after_ms / 1000}),
+            );
+            Some((format!("{e:#}"), after_ms))
+        }
+        Err(e) => {
+            events.failed(&format!("{e:#}"));
+            None
+        }
+        Ok(_) => None,
+    };
     drop(events);
     let _ = recorder.await;
     let _ = std::fs::remove_dir_all(&dir);
@@ -358,6 +382,28 @@ async fn run_job(shared: &Arc<Shared>, job: QueuedJob) {
     shared.running.lock().expect("running").remove(&job.job_id);
     if lost.load(std::sync::atomic::Ordering::Relaxed) {
         tracing::warn!("job {}: lease lost, its result is not kept", job.job_id);
+        return;
+    }
+    if let Some((reason, after_ms)) = retry {
+        tracing::warn!(
+            "job {}: attempt {} failed ({reason}); tried again in {} s",
+            job.job_id,
+            job.attempts,
+            after_ms / 1000
+        );
+        let ledger = shared.runtime.ledger().clone();
+        let (id, worker) = (job.job_id.clone(), shared.worker.clone());
+        let not_before = maljan_client::time::now_ms() + after_ms;
+        let put_back = tokio::task::spawn_blocking(move || {
+            ledger.retry_queued(&id, &worker, &reason, not_before)
+        })
+        .await;
+        if !matches!(put_back, Ok(Ok(true))) {
+            tracing::warn!(
+                "job {}: could not be queued again: {put_back:?}",
+                job.job_id
+            );
+        }
         return;
     }
     let (state, error) = match &outcome {
@@ -410,6 +456,19 @@ async fn renew_lease(
     }
 }
 
+/// Why a job's sample could not be fetched into its directory (the store away, unreachable or
+/// refusing): an attempt that fails so is tried again (`--retries`).
+#[derive(Debug)]
+struct SampleUnavailable(String);
+
+impl std::fmt::Display for SampleUnavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "fetching the sample: {}", self.0)
+    }
+}
+
+impl std::error::Error for SampleUnavailable {}
+
 async fn run_in(
     shared: &Arc<Shared>,
     job: &QueuedJob,
@@ -426,11 +485,9 @@ async fn run_in(
         .filter(|n| n != ".." && n != ".")
         .unwrap_or_else(|| "sample".into());
     let sample = dir.join(name);
-    shared
-        .store
-        .retrieve(&job.sample_sha256, &sample)
-        .await
-        .context("fetching the sample")?;
+    if let Err(e) = shared.store.retrieve(&job.sample_sha256, &sample).await {
+        return Err(anyhow::Error::new(SampleUnavailable(format!("{e:#}"))));
+    }
     let spec = JobSpec {
         label: format!("sample {}", job.sample_name),
         sample: Some(sample),

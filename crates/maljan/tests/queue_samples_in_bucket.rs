@@ -1,6 +1,7 @@
 //! Samples in an S3-compatible bucket (moto's S3 server, a real peer from scripts/peers.sh):
 //! `submit --samples s3://…` uploads once by sha256, a worker fetches the sample into its private
-//! job directory, and a worker that cannot reach the store fails the job with the reason.
+//! job directory, and a worker that cannot reach the store tries the job again by its retry
+//! policy, then fails it with the reason.
 
 use std::{
     path::Path,
@@ -106,13 +107,23 @@ fn samples_go_through_the_bucket_once_and_an_unreachable_store_fails_the_job() {
         "nothing in the local folder"
     );
 
-    // A worker whose store is unreachable: the job fails, saying why.
+    // A worker whose store is unreachable: each job is tried again once (the retry policy: one
+    // retry, after a second), then fails, saying why.
     let dead = format!("http://127.0.0.1:{}", maljan_testkit::free_port());
     let out = maljan(
         home,
         &db,
         &dead,
-        &["worker", "--exit-when-idle", "--concurrency", "2"],
+        &[
+            "worker",
+            "--exit-when-idle",
+            "--concurrency",
+            "2",
+            "--retries",
+            "1",
+            "--retry-after-s",
+            "1",
+        ],
     )
     .stderr(Stdio::null())
     .status()
@@ -121,9 +132,23 @@ fn samples_go_through_the_bucket_once_and_an_unreachable_store_fails_the_job() {
     let ledger = Ledger::connect(&db, 1 << 20).unwrap();
     for id in [&first, &second] {
         let q = ledger.queued_job(id).unwrap().unwrap();
-        assert_eq!(q.state, "failed", "{q:?}");
+        assert_eq!((q.state.as_str(), q.attempts), ("failed", 2), "{q:?}");
         let err = q.error.unwrap_or_default();
         assert!(err.contains("fetching the sample"), "{err}");
+        let degraded = ledger.degradations(id).unwrap();
+        assert!(
+            degraded
+                .iter()
+                .any(|d| d.contains("attempt 1 failed: fetching the sample")),
+            "{degraded:?}"
+        );
+        let kinds: Vec<String> = ledger
+            .job_events(id, 0)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.kind)
+            .collect();
+        assert_eq!(kinds, ["retry", "done"], "{id}");
     }
 
     // A reachable store: a third submission runs, its sample fetched from the bucket.

@@ -144,7 +144,7 @@ fn claim(conn: &mut Conn, worker: &str, lease_ms: i64) -> DbResult<Option<Queued
         let now = crate::time::now_ms();
         let Some(row) = c.query_opt(
             &format!(
-                "SELECT {COLS} FROM queue WHERE state = 'queued' OR (state = 'running' AND lease_until_ms < ?1) ORDER BY enqueued_at_ms LIMIT 1{skip_locked}"
+                "SELECT {COLS} FROM queue WHERE (state = 'queued' AND (not_before_ms IS NULL OR not_before_ms <= ?1)) OR (state = 'running' AND lease_until_ms < ?1) ORDER BY enqueued_at_ms LIMIT 1{skip_locked}"
             ),
             vals![now],
         )?
@@ -252,6 +252,54 @@ impl Ledger {
             )
         })?
         .map(|n| n == 1)
+        .map_err(|e| LedgerError::Write(e.message))
+    }
+
+    /// Puts a job `worker` holds back in the queue, to be claimed again from `not_before_ms` on:
+    /// its attempt failed for a reason outside the sample (the sample store unreachable). The
+    /// attempt's rows are kept aside as a reclaimed one's are, its events stay (a watcher's
+    /// stream goes on), and the reason is the job's error and a degradation until it ends.
+    /// False when `worker` no longer held it.
+    pub fn retry_queued(
+        &self,
+        job_id: &str,
+        worker: &str,
+        reason: &str,
+        not_before_ms: i64,
+    ) -> Result<bool, LedgerError> {
+        let (job_id, worker, reason) = (job_id.to_string(), worker.to_string(), reason.to_string());
+        self.with_conn(move |c| {
+            write_tx(c, |c| {
+                let Some(row) = c.query_opt(
+                    "UPDATE queue SET state = 'queued', worker = NULL, lease_until_ms = NULL, not_before_ms = ?3, error = ?4 WHERE job_id = ?1 AND worker = ?2 AND state = 'running' RETURNING attempts",
+                    vals![&job_id, &worker, not_before_ms, &reason],
+                )?
+                else {
+                    return Ok(false);
+                };
+                let attempt = row.i64(0)?;
+                let aside = format!("{job_id}~attempt{attempt}");
+                for table in ATTEMPT_TABLES.iter().filter(|t| **t != "job_events") {
+                    c.execute(
+                        &format!("UPDATE {table} SET job_id = ?2 WHERE job_id = ?1"),
+                        vals![&job_id, &aside],
+                    )?;
+                }
+                c.execute(
+                    "UPDATE jobs SET status = 'queued' WHERE job_id = ?1",
+                    vals![&job_id],
+                )?;
+                c.execute(
+                    "INSERT INTO degradations(job_id, reason, at_ms) VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
+                    vals![
+                        &job_id,
+                        format!("run again: attempt {attempt} failed: {reason}"),
+                        crate::time::now_ms()
+                    ],
+                )?;
+                Ok(true)
+            })
+        })?
         .map_err(|e| LedgerError::Write(e.message))
     }
 
@@ -444,6 +492,42 @@ mod tests {
             assert!(!l.finish_queued("j2", "w2", "complete", None).unwrap());
             assert!(l.finish_queued("j2", "w3", "complete", None).unwrap());
             assert_eq!(l.queued_job("j2").unwrap().unwrap().state, "complete");
+        }
+    }
+
+    #[test]
+    fn a_retried_job_waits_its_time_then_runs_again() {
+        for l in crate::ledger::tests::engines() {
+            l.enqueue(new_job("r")).unwrap();
+            let a = l.claim("w1", 60_000).unwrap().unwrap();
+            l.record(crate::ledger::tests::entry("r", "ev_0001"))
+                .unwrap();
+            l.append_job_event("r", "stage", "{}").unwrap();
+            let soon = crate::time::now_ms() + 150;
+            assert!(!l.retry_queued("r", "w2", "x", soon).unwrap(), "not w2's");
+            assert!(
+                l.retry_queued("r", "w1", "the store is away", soon)
+                    .unwrap()
+            );
+            assert_eq!(l.job("r").unwrap().unwrap().status, "queued");
+            assert!(
+                l.claim("w1", 60_000).unwrap().is_none(),
+                "not before its time"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            let b = l.claim("w1", 60_000).unwrap().unwrap();
+            assert_eq!((b.job_id.as_str(), b.attempts), ("r", a.attempts + 1));
+            assert_eq!(b.error.as_deref(), Some("the store is away"));
+            assert_eq!(
+                l.count(Some("r")).unwrap(),
+                0,
+                "the attempt's calls are aside"
+            );
+            assert_eq!(l.count(Some("r~attempt1")).unwrap(), 1);
+            assert_eq!(l.job_events("r", 0).unwrap().len(), 1, "its events stay");
+            assert!(
+                l.degradations("r").unwrap()[0].contains("attempt 1 failed: the store is away")
+            );
         }
     }
 

@@ -156,8 +156,20 @@ CREATE TABLE IF NOT EXISTS server_rests(
 );
 "#;
 
+/// A job put back in the queue to be tried again (its sample could not be fetched) waits until
+/// `not_before_ms`.
+const V5_QUEUE_RETRY: &str = r#"
+ALTER TABLE queue ADD COLUMN not_before_ms INTEGER;
+"#;
+
 /// Every migration, in order; a ledger at version N has run the first N.
-pub(super) const MIGRATIONS: &[&str] = &[V1_LEDGER, V2_QUEUE, V3_JOBS_BY_TIME, V4_SERVER_RESTS];
+pub(super) const MIGRATIONS: &[&str] = &[
+    V1_LEDGER,
+    V2_QUEUE,
+    V3_JOBS_BY_TIME,
+    V4_SERVER_RESTS,
+    V5_QUEUE_RETRY,
+];
 
 /// The version a fully migrated ledger is at.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
