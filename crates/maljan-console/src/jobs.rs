@@ -361,6 +361,9 @@ fn follow(
         last: i64,
         announced: broadcast::Receiver<String>,
         ended: bool,
+        /// The job was seen finished with no `done` (cancelled before it started, say): one
+        /// more look, for a `done` written just after the status, and the stream ends.
+        seen_finished: bool,
     }
     let start = Follow {
         state,
@@ -368,6 +371,7 @@ fn follow(
         last,
         announced,
         ended: false,
+        seen_finished: false,
     };
     stream::unfold(start, |mut f| async move {
         if f.ended {
@@ -395,7 +399,17 @@ fn follow(
         if let Some(e) = fresh.last() {
             f.last = e.seq;
         }
-        f.ended = fresh.iter().any(|e| e.kind == "done");
+        f.ended = fresh.iter().any(|e| e.kind == "done") || f.seen_finished;
+        if fresh.is_empty() && !f.ended {
+            let (ledger, id) = (f.state.ledger.clone(), f.id.clone());
+            let status = tokio::task::spawn_blocking(move || ledger.job(&id))
+                .await
+                .ok()
+                .and_then(Result::ok)
+                .flatten()
+                .map(|j| j.status);
+            f.seen_finished = status.is_none_or(|s| s != "running" && s != "queued");
+        }
         Some((stream::iter(fresh), f))
     })
     .flatten()

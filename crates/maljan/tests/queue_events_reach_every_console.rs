@@ -3,7 +3,8 @@
 //! submitted job's event stream from before it starts; a `maljan worker` process runs it; both
 //! streams carry every event, in order, live, up to `done`. On PostgreSQL the consoles hear of
 //! each event through LISTEN/NOTIFY; on SQLite (console and worker on one machine) they read
-//! the ledger again every few seconds.
+//! the ledger again every few seconds. A job that ends with no events (cancelled before it
+//! started) ends its stream too.
 
 use std::{
     io::{BufRead, BufReader, Write},
@@ -57,7 +58,7 @@ fn follow(port: u16, job: &str) -> Vec<(i64, String)> {
     s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
     write!(
         s,
-        "GET /api/v1/jobs/{job}/events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: text/event-stream\r\n\r\n"
+        "GET /api/v1/jobs/{job}/events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: text/event-stream\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let mut events = Vec::new();
@@ -130,6 +131,18 @@ fn a_worker_s_job_reaches_both_consoles(db: &str) {
             "{db}: a console's stream is the job's events, in order"
         );
     }
+
+    // A job cancelled before it started has no events: its stream ends rather than waits.
+    let out = maljan(worker_home, db, &["submit", sample.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let never = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let cancelled = maljan(worker_home, db, &["jobs", "cancel", &never])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(cancelled.success());
+    assert_eq!(follow(port_a, &never), []);
 }
 
 #[test]
