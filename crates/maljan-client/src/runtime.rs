@@ -67,38 +67,35 @@ impl Runtime {
     /// A runtime over `config` with a given ledger (tests, embedding).
     pub fn new(config: Config, ledger: Ledger) -> Arc<Self> {
         let keys = KeySource::in_dir(&config.data_dir);
-        let enabled: Vec<(&String, &ServerConfig)> =
-            config.servers.iter().filter(|(_, s)| s.enabled).collect();
-        let breakers: BTreeMap<String, Arc<Breaker>> = enabled
+        let mut slots: BTreeMap<String, ServerSlot> = config
+            .servers
             .iter()
-            .map(|(name, _)| {
-                let b = Breaker::new(name.as_str(), &config.core.mcp.breaker);
-                (name.to_string(), Arc::new(b))
+            .filter(|(_, s)| s.enabled)
+            .map(|(name, s)| {
+                let slot = ServerSlot::new(name, s.clone(), &config, keys.clone());
+                (name.clone(), slot)
             })
             .collect();
         // Workers on one PostgreSQL database share the limits of each remote server; a stdio
         // server is each process's own child.
-        let shared_breakers: std::collections::HashMap<String, Arc<Breaker>> = enabled
+        let shared_breakers: std::collections::HashMap<String, Arc<Breaker>> = slots
             .iter()
-            .filter(|(_, s)| s.transport != crate::config::TransportKind::Stdio)
-            .map(|(name, _)| (name.to_string(), breakers[name.as_str()].clone()))
+            .filter(|(_, slot)| slot.cfg.transport != crate::config::TransportKind::Stdio)
+            .map(|(name, slot)| (name.clone(), slot.breaker.clone()))
             .collect();
-        let shared = match ledger.url() {
-            crate::ledger::DatabaseUrl::Postgres(url) if !shared_breakers.is_empty() => Some(
-                crate::shared_limits::SharedLimits::start(url, shared_breakers.clone()),
-            ),
-            _ => None,
-        };
-        let slots = enabled
-            .iter()
-            .map(|(name, s)| {
-                let mut slot = ServerSlot::new(name, (*s).clone(), &config, keys.clone());
-                slot.breaker = breakers[name.as_str()].clone();
-                if shared_breakers.contains_key(name.as_str()) {
-                    slot.shared = shared.clone();
+        if let crate::ledger::DatabaseUrl::Postgres(url) = ledger.url()
+            && !shared_breakers.is_empty()
+        {
+            let shared = crate::shared_limits::SharedLimits::start(url, shared_breakers.clone());
+            for name in shared_breakers.keys() {
+                if let Some(slot) = slots.get_mut(name) {
+                    slot.shared = Some(shared.clone());
                 }
-                (name.to_string(), Arc::new(slot))
-            })
+            }
+        }
+        let slots = slots
+            .into_iter()
+            .map(|(name, slot)| (name, Arc::new(slot)))
             .collect();
         Arc::new(Self {
             config,
