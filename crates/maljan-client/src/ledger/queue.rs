@@ -135,6 +135,18 @@ const ATTEMPT_TABLES: &[&str] = &[
     "job_reports",
 ];
 
+/// Moves attempt `attempt`'s rows of `job_id` in `tables` to `<job>~attempt<N>`.
+fn keep_attempt_aside(c: &mut Conn, job_id: &str, attempt: i64, tables: &[&str]) -> DbResult<()> {
+    let aside = format!("{job_id}~attempt{attempt}");
+    for table in tables {
+        c.execute(
+            &format!("UPDATE {table} SET job_id = ?2 WHERE job_id = ?1"),
+            vals![job_id, &aside],
+        )?;
+    }
+    Ok(())
+}
+
 fn claim(conn: &mut Conn, worker: &str, lease_ms: i64) -> DbResult<Option<QueuedJob>> {
     let skip_locked = match conn.engine() {
         Engine::Postgres => " FOR UPDATE SKIP LOCKED",
@@ -154,13 +166,7 @@ fn claim(conn: &mut Conn, worker: &str, lease_ms: i64) -> DbResult<Option<Queued
         let job = queued_row(&row)?;
         if job.state == "running" {
             // The attempt whose worker stopped renewing: keep its rows aside.
-            let aside = format!("{}~attempt{}", job.job_id, job.attempts);
-            for table in ATTEMPT_TABLES {
-                c.execute(
-                    &format!("UPDATE {table} SET job_id = ?2 WHERE job_id = ?1"),
-                    vals![&job.job_id, &aside],
-                )?;
-            }
+            keep_attempt_aside(c, &job.job_id, job.attempts, ATTEMPT_TABLES)?;
         }
         let row = c.query_one(
             &format!(
@@ -278,13 +284,13 @@ impl Ledger {
                     return Ok(false);
                 };
                 let attempt = row.i64(0)?;
-                let aside = format!("{job_id}~attempt{attempt}");
-                for table in ATTEMPT_TABLES.iter().filter(|t| **t != "job_events") {
-                    c.execute(
-                        &format!("UPDATE {table} SET job_id = ?2 WHERE job_id = ?1"),
-                        vals![&job_id, &aside],
-                    )?;
-                }
+                // Its events stay with the job: a watcher's stream goes on.
+                let tables: Vec<&str> = ATTEMPT_TABLES
+                    .iter()
+                    .copied()
+                    .filter(|t| *t != "job_events")
+                    .collect();
+                keep_attempt_aside(c, &job_id, attempt, &tables)?;
                 c.execute(
                     "UPDATE jobs SET status = 'queued' WHERE job_id = ?1",
                     vals![&job_id],
