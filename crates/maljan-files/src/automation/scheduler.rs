@@ -171,7 +171,13 @@ pub(super) async fn fire(
                     Some(t) => tokio::time::timeout(t, work).await.unwrap_or_else(|_| Err(("timeout", format!("the run took longer than its timeout of {} s", t.as_secs_f64())))),
                     None => work.await,
                 }
-            } => match outcome { Ok(()) => ("completed", None), Err((state, e)) => (state, Some(e)) },
+            } => match outcome {
+                Ok(()) => ("completed", None),
+                // Cancelled runs end their calls with an error ("the call was cancelled") as the
+                // token fires; that is the cancel, whichever branch the select saw first.
+                Err(_) if token.is_cancelled() => ("cancelled", None),
+                Err((state, e)) => (state, Some(e)),
+            },
             _ = token.cancelled() => ("cancelled", None),
         };
         token.cancel();
