@@ -19,7 +19,7 @@ use crate::{
 };
 
 #[derive(Serialize, JsonSchema, Clone)]
-struct WatchStatus {
+pub(crate) struct WatchStatus {
     name: String,
     target: String,
     baseline: String,
@@ -174,26 +174,31 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
         move |_ctx, a: StatusArgs| {
             let c = c.clone();
             async move {
-                let watches = c.watches.lock().unwrap_or_else(|p| p.into_inner());
-                let view = |w: &Watch| {
-                    let mut s = w.status.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                    s.running = !w.task.is_finished();
-                    s
-                };
-                let monitors = match &a.name {
-                    Some(n) => vec![view(watches.get(n).ok_or_else(|| {
-                        ToolError::bad_argument(format!("no integrity monitor named '{n}'"))
-                    })?)],
-                    None => {
-                        let mut all: Vec<WatchStatus> = watches.values().map(view).collect();
-                        all.sort_by(|x, y| x.name.cmp(&y.name));
-                        all
-                    }
-                };
+                let monitors = statuses(&c, a.name.as_deref())?;
                 Ok(StatusList { monitors })
             }
         },
     );
+}
+
+/// The status of one named monitor, or of every one by name.
+pub(crate) fn statuses(c: &Config, name: Option<&str>) -> Result<Vec<WatchStatus>, ToolError> {
+    let watches = c.watches.lock().unwrap_or_else(|p| p.into_inner());
+    let view = |w: &Watch| {
+        let mut s = w.status.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        s.running = !w.task.is_finished();
+        s
+    };
+    Ok(match name {
+        Some(n) => vec![view(watches.get(n).ok_or_else(|| {
+            ToolError::bad_argument(format!("no integrity monitor named '{n}'"))
+        })?)],
+        None => {
+            let mut all: Vec<WatchStatus> = watches.values().map(view).collect();
+            all.sort_by(|x, y| x.name.cmp(&y.name));
+            all
+        }
+    })
 }
 
 async fn watch_loop(

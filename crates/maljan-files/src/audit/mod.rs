@@ -308,6 +308,30 @@ fn configure(cfg: &Arc<Config>, db_path: &str) -> Result<Value, ToolError> {
 }
 
 /// Runs `work` on the blocking pool once the queued records are written.
+/// One page of the records passing `filters` (FA_audit_search's, as JSON) and how many pass
+/// in all: for audit_search.
+pub(crate) async fn page(
+    cfg: &Arc<Config>,
+    filters: Value,
+) -> Result<(Vec<Value>, u64), ToolError> {
+    let parse = |v: Value| {
+        serde_json::from_value::<query::Filters>(v)
+            .map_err(|e| ToolError::bad_argument(format!("audit filters: {e}")))
+    };
+    let (one, all) = (parse(filters.clone())?, {
+        let mut f = filters;
+        if let Some(m) = f.as_object_mut() {
+            m.remove("limit");
+            m.remove("offset");
+        }
+        parse(f)?
+    });
+    after_flush(cfg, move |c| {
+        Ok((query::search(c, one)?, query::count(c, all)?))
+    })
+    .await
+}
+
 async fn after_flush<T: Send + 'static>(
     cfg: &Arc<Config>,
     work: impl FnOnce(&Arc<Config>) -> Result<T, ToolError> + Send + 'static,

@@ -128,7 +128,7 @@ fn clause(f: &Filters) -> Result<(String, Vec<rusqlite::types::Value>), ToolErro
     Ok((sql.join(" AND "), params))
 }
 
-fn search(cfg: &Arc<Config>, f: Filters) -> Result<Vec<Value>, ToolError> {
+pub(super) fn search(cfg: &Arc<Config>, f: Filters) -> Result<Vec<Value>, ToolError> {
     let limit = f.limit.unwrap_or(DEFAULT_LIMIT);
     if limit > MAX_LIMIT {
         return Err(ToolError::bad_argument(format!(
@@ -167,7 +167,7 @@ fn search(cfg: &Arc<Config>, f: Filters) -> Result<Vec<Value>, ToolError> {
     })
 }
 
-fn count(cfg: &Arc<Config>, f: Filters) -> Result<u64, ToolError> {
+pub(super) fn count(cfg: &Arc<Config>, f: Filters) -> Result<u64, ToolError> {
     let (wh, params) = clause(&f)?;
     super::with_db(cfg, |c| {
         c.query_row(

@@ -179,20 +179,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 if !(1..=10_000).contains(&a.limit) {
                     return Err(ToolError::bad_argument("limit must be between 1 and 10000"));
                 }
-                let ids: Vec<String> = db(&c, move |conn| {
-                    let mut stmt = conn.prepare(
-                        "SELECT run_id FROM pipeline_runs WHERE (?1 IS NULL OR pipeline = ?1)
-                         ORDER BY started_at DESC, rowid DESC LIMIT ?2",
-                    )?;
-                    stmt.query_map(params![a.pipeline, a.limit], |r| r.get(0))?
-                        .collect()
-                })
-                .await?;
-                let mut out = Vec::new();
-                for id in ids {
-                    out.extend(read_run(&c, &id).await?);
-                }
-                Ok(out)
+                history(&c, a.pipeline, a.limit).await
             }
         },
     );
@@ -235,7 +222,7 @@ fn task_out(id: &str, level: usize, task: &Value, status: &str) -> TaskOut {
     }
 }
 
-fn plan(
+pub(crate) fn plan(
     c: &Arc<Config>,
     ctx: &ToolContext,
     d: &Value,
@@ -265,16 +252,28 @@ pub(crate) async fn run_new(
     d: Value,
     params: Map<String, Value>,
 ) -> Result<RunOut, ToolError> {
-    checked(ctx, &d)?;
+    let (run_id, params) = record_new(c, ctx, &d, params).await?;
+    execute_recorded(c, ctx, &run_id, &d, params).await
+}
+
+/// Records a new run of a valid definition, every task pending; returns its run_id and its
+/// parameters (the definition's defaults with `params` over them).
+pub(crate) async fn record_new(
+    c: &Arc<Config>,
+    ctx: &ToolContext,
+    d: &Value,
+    params: Map<String, Value>,
+) -> Result<(String, Map<String, Value>), ToolError> {
+    checked(ctx, d)?;
     let run_id = uuid::Uuid::new_v4().simple().to_string();
-    let params = merged_params(&d, params);
+    let params = merged_params(d, params);
     let row = (
         run_id.clone(),
         d["name"].as_str().unwrap_or_default().to_string(),
         d.to_string(),
         Value::Object(params.clone()).to_string(),
         iso(c.automation.clock.now()),
-        tasks_of(&d).keys().cloned().collect::<Vec<_>>(),
+        tasks_of(d).keys().cloned().collect::<Vec<_>>(),
     );
     db(c, move |conn| {
         let tx = conn.transaction()?;
@@ -288,7 +287,18 @@ pub(crate) async fn run_new(
         tx.commit()
     })
     .await?;
-    execute_run(c, ctx, &run_id, &d, params, HashMap::new()).await
+    Ok((run_id, params))
+}
+
+/// Runs a run [`record_new`] recorded, from its first task.
+pub(crate) async fn execute_recorded(
+    c: &Arc<Config>,
+    ctx: &ToolContext,
+    run_id: &str,
+    d: &Value,
+    params: Map<String, Value>,
+) -> Result<RunOut, ToolError> {
+    execute_run(c, ctx, run_id, d, params, HashMap::new()).await
 }
 
 async fn resume(
@@ -534,7 +544,29 @@ async fn run_task(
     Outcome { status, result }
 }
 
-async fn read_run(c: &Arc<Config>, run_id: &str) -> Result<Option<RunOut>, ToolError> {
+/// The latest `limit` runs, newest first, of one pipeline or of all.
+pub(crate) async fn history(
+    c: &Arc<Config>,
+    pipeline: Option<String>,
+    limit: i64,
+) -> Result<Vec<RunOut>, ToolError> {
+    let ids: Vec<String> = db(c, move |conn| {
+        let mut stmt = conn.prepare(
+            "SELECT run_id FROM pipeline_runs WHERE (?1 IS NULL OR pipeline = ?1)
+             ORDER BY started_at DESC, rowid DESC LIMIT ?2",
+        )?;
+        stmt.query_map(params![pipeline, limit], |r| r.get(0))?
+            .collect()
+    })
+    .await?;
+    let mut out = Vec::new();
+    for id in ids {
+        out.extend(read_run(c, &id).await?);
+    }
+    Ok(out)
+}
+
+pub(crate) async fn read_run(c: &Arc<Config>, run_id: &str) -> Result<Option<RunOut>, ToolError> {
     let id = run_id.to_string();
     type Row = (
         String,

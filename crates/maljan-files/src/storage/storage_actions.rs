@@ -197,7 +197,7 @@ struct WriteTextArgs {
 #[serde(deny_unknown_fields)]
 struct NoArgs {}
 
-pub(super) async fn digest(
+pub(crate) async fn digest(
     c: &Config,
     at: &Location,
     algorithm: Algorithm,
@@ -215,7 +215,7 @@ async fn copied_info(c: &Config, to: &Location) -> Result<Info, ToolError> {
     transfer::stat(c, to).await
 }
 
-pub(super) fn add<A, O, F, Fut>(reg: &mut Registry, cfg: &Arc<Config>, meta: ToolMeta, f: F)
+pub(crate) fn add<A, O, F, Fut>(reg: &mut Registry, cfg: &Arc<Config>, meta: ToolMeta, f: F)
 where
     A: serde::de::DeserializeOwned + JsonSchema + Send + 'static,
     O: serde::Serialize + JsonSchema + Send + 'static,
