@@ -86,6 +86,7 @@ async fn main() {
             storage: Default::default(),
             state_dir: Some(root.join(".state")),
             automation: Default::default(),
+            semantic: Default::default(),
         },
         clock,
     );

@@ -26,6 +26,7 @@ async fn main() -> anyhow::Result<()> {
         storage: Default::default(),
         state_dir: None,
         automation: Default::default(),
+        semantic: Default::default(),
     });
     let server = ToolServer::new("maljan-files", env!("CARGO_PKG_VERSION"), registry);
     serve_stdio(server, StdioOptions::default()).await

@@ -45,6 +45,7 @@ async fn main() {
         storage,
         state_dir: None,
         automation: Default::default(),
+        semantic: Default::default(),
     });
     let server = ToolServer::new("bench", "0", reg);
     let back = format!("{dir}/maljan-back.bin");

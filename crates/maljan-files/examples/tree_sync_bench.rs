@@ -44,6 +44,7 @@ async fn main() {
         storage,
         state_dir: None,
         automation: Default::default(),
+        semantic: Default::default(),
     });
     let server = ToolServer::new("bench", "0", reg);
     for run in 0..runs {

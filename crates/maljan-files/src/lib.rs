@@ -5,7 +5,8 @@
 //! search, the guarded HTTP download, text, structured data, crypto, conditional dispatch and the
 //! action-list executors, remote storage: S3, Azure Blob and GCS over the operator's storage
 //! profiles, and the automation that runs on its own: schedules, file watches and resumable
-//! pipelines, `automation`) and the per-server state some of them keep (integrity watches,
+//! pipelines, `automation`), automation-file's fourteen semantic tools under their own policy
+//! (`semantic`), and the per-server state some of them keep (integrity watches,
 //! storage sessions; what must outlive the process goes in the state database, `state`).
 //! Every local path argument goes through the server's [`Roots`](maljan_server::Roots); every
 //! remote endpoint through the same SSRF policy as FA_download_file.
@@ -17,6 +18,7 @@ use std::sync::Arc;
 
 pub use automation::{Clock, ManualClock, SystemClock};
 use maljan_server::{Registry, Roots};
+pub use semantic::SemanticPolicy;
 pub use storage::StorageConfig;
 pub use unzip::ExtractionLimits;
 
@@ -43,6 +45,7 @@ mod parquet;
 mod paths;
 mod progress;
 mod search;
+mod semantic;
 mod shell;
 mod state;
 pub mod storage;
@@ -78,6 +81,9 @@ pub struct FilesConfig {
     /// The automation actions' operator settings (notification sinks, FA_run_shell's
     /// environment); empty by default.
     pub automation: AutomationConfig,
+    /// What automation-file's semantic tools (file_read, storage_copy, pipeline_run, ...) may
+    /// reach and change; by default nothing (no root).
+    pub semantic: SemanticPolicy,
 }
 
 /// What the operator decides for the automation actions.
@@ -111,6 +117,8 @@ pub(crate) struct Config {
     /// The calls in flight, for FA_progress_*.
     pub(crate) progress: progress::Progress,
     /// Each tool's parameter names in order, to bind positional arguments in action lists.
+    /// The semantic tools' policy and stored pipelines.
+    pub(crate) semantic: semantic::Semantic,
     pub(crate) params: std::sync::OnceLock<std::collections::HashMap<String, Vec<String>>>,
 }
 
@@ -134,6 +142,7 @@ pub fn registry_with_clock(config: FilesConfig, clock: Arc<dyn Clock>) -> Regist
         audit: Default::default(),
         progress: Default::default(),
         params: Default::default(),
+        semantic: semantic::Semantic::new(config.semantic),
     });
     let mut reg = Registry::new();
     local::register(&mut reg, &cfg);
@@ -167,6 +176,7 @@ pub fn registry_with_clock(config: FilesConfig, clock: Arc<dyn Clock>) -> Regist
     progress::register(&mut reg, &cfg);
     shell::register(&mut reg, &cfg);
     tracing_init::register(&mut reg, &cfg);
+    semantic::register(&mut reg, &cfg);
     let params = reg
         .tools()
         .iter()

@@ -345,6 +345,7 @@ pub(crate) fn rooted_at(dir: &Path) -> Config {
         notifier: crate::notify::Notifier::new(Default::default()),
         audit: Default::default(),
         progress: Default::default(),
+        semantic: crate::semantic::Semantic::new(Default::default()),
         params: Default::default(),
     }
 }

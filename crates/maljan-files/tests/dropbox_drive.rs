@@ -377,6 +377,7 @@ async fn refusals(h: &Harness) {
         storage: StorageConfig::default(),
         state_dir: None,
         automation: Default::default(),
+        semantic: Default::default(),
     });
     let schema = &reg.get("FA_dropbox_later_init").unwrap().input_schema;
     assert_eq!(

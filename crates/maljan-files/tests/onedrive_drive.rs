@@ -249,6 +249,7 @@ fn read_only_hides_the_writers(h: &Harness) {
         storage: StorageConfig::default(),
         state_dir: None,
         automation: Default::default(),
+        semantic: Default::default(),
     });
     let mut drives: Vec<(String, bool)> = reg
         .tools()

@@ -32,7 +32,7 @@ enum Command {
     // `--version` here is the server's version in serverInfo (as hosts copy it from
     // automation-file's command), not maljan's: the flag clap would propagate is turned off.
     #[command(disable_version_flag = true)]
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Print a built-in server's tool descriptors exactly as tools/list gives them, as JSON.
     Tools(serve::ToolsArgs),
     /// Manage and test the configured MCP servers.
@@ -92,7 +92,7 @@ fn main() -> std::process::ExitCode {
     let result = runtime.block_on(async move {
         match cli.command {
             Command::Analyze(args) => analyze::analyze(args).await,
-            Command::Serve(args) => serve::serve(args).await,
+            Command::Serve(args) => serve::serve(*args).await,
             Command::Tools(args) => serve::tools(args),
             Command::Servers(cmd) => client_cmds::servers(cmd).await,
             Command::Call(args) => client_cmds::call(args).await,

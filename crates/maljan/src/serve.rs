@@ -28,11 +28,13 @@ impl BuiltIn {
 /// Which tools a server exposes and where they may reach.
 #[derive(Args)]
 pub struct PolicyArgs {
-    /// A directory the tools may touch (repeatable). Every path argument, after resolving `..`
-    /// and symlinks, must lie under one, else the call fails with path_outside_roots.
-    /// Default: the current directory.
-    #[arg(long = "root", value_name = "DIR")]
-    pub roots: Vec<PathBuf>,
+    /// A directory the tools may touch, or a storage URI (s3://bucket/prefix, sftp://host/dir,
+    /// memory://name) the semantic tools may reach (repeatable). Every path argument, after
+    /// resolving `..` and symlinks, must lie under one, else the call fails with
+    /// path_outside_roots (outside_root for the semantic tools). Default for the FA_* tools: the
+    /// current directory; the semantic tools reach nothing until a root is given.
+    #[arg(long = "root", value_name = "DIR|URI")]
+    pub roots: Vec<String>,
     /// Expose only these tools (exact names, comma-separated).
     #[arg(long, value_name = "A,B", value_delimiter = ',')]
     pub allowed_actions: Vec<String>,
@@ -77,6 +79,70 @@ pub struct PolicyArgs {
     /// sets), so that --rules-dir replaces them instead of adding to them (analysis).
     #[arg(long)]
     pub no_builtin_rules: bool,
+    #[command(flatten)]
+    pub semantic: SemanticArgs,
+}
+
+/// What automation-file's semantic tools (file_read, file_write, storage_copy, pipeline_run,
+/// ...) may do: the flags of `python -m automation_file mcp`.
+#[derive(Args, Clone, Default)]
+pub struct SemanticArgs {
+    /// Let the semantic tools create files and pipelines (file_write, file_copy, storage_copy,
+    /// pipeline_create, pipeline_run). Off: they answer read_only.
+    #[arg(long)]
+    pub allow_write: bool,
+    /// Let a call that asks for it (overwrite=true) replace an existing file; needs --allow-write.
+    #[arg(long, requires = "allow_write")]
+    pub allow_overwrite: bool,
+    /// Let file_move and pipeline tasks delete; needs --allow-write.
+    #[arg(long, requires = "allow_write")]
+    pub allow_delete: bool,
+    /// The most bytes one file_read returns (default 256 KiB).
+    #[arg(long, value_name = "BYTES")]
+    pub max_read_bytes: Option<u64>,
+    /// The most bytes one file_write or stored pipeline holds (default 1 MiB).
+    #[arg(long, value_name = "BYTES")]
+    pub max_write_bytes: Option<u64>,
+    /// The most entries one listing or search returns (default 200).
+    #[arg(long, value_name = "N")]
+    pub max_results: Option<usize>,
+    /// The most bytes one content search reads (default 8 MiB).
+    #[arg(long, value_name = "BYTES")]
+    pub max_search_bytes: Option<u64>,
+    /// Where pipeline_create keeps definitions (default: in memory, gone when the server stops).
+    #[arg(long, value_name = "DIR")]
+    pub pipeline_dir: Option<PathBuf>,
+    /// The actions a stored pipeline may name (comma-separated). Default: the FA_storage_*
+    /// actions the --allow-* flags cover.
+    #[arg(long, value_name = "A,B", value_delimiter = ',')]
+    pub pipeline_actions: Option<Vec<String>>,
+}
+
+impl SemanticArgs {
+    fn policy(&self, roots: &[String]) -> maljan_files::SemanticPolicy {
+        let d = maljan_files::SemanticPolicy::default();
+        maljan_files::SemanticPolicy {
+            roots: roots.to_vec(),
+            allow_write: self.allow_write,
+            allow_overwrite: self.allow_overwrite,
+            allow_delete: self.allow_delete,
+            max_read_bytes: self.max_read_bytes.unwrap_or(d.max_read_bytes),
+            max_write_bytes: self.max_write_bytes.unwrap_or(d.max_write_bytes),
+            max_results: self.max_results.unwrap_or(d.max_results),
+            max_search_bytes: self.max_search_bytes.unwrap_or(d.max_search_bytes),
+            pipeline_dir: self.pipeline_dir.clone(),
+            pipeline_actions: self.pipeline_actions.clone(),
+        }
+    }
+}
+
+/// Whether a `--root` names a local directory (a path or a file:// URI), not a remote store.
+fn local_root(root: &str) -> Option<PathBuf> {
+    match root.split_once("://") {
+        None => Some(PathBuf::from(root)),
+        Some(("file" | "local", rest)) => Some(PathBuf::from(rest)),
+        Some(_) => None,
+    }
 }
 
 #[derive(Args)]
@@ -180,11 +246,10 @@ pub fn build_server(
     version: Option<String>,
     staging: Option<Arc<StagingStore>>,
 ) -> anyhow::Result<Arc<ToolServer>> {
-    let mut dirs = if policy.roots.is_empty() {
-        vec![std::env::current_dir().context("cannot read the current directory")?]
-    } else {
-        policy.roots.clone()
-    };
+    let mut dirs: Vec<PathBuf> = policy.roots.iter().filter_map(|r| local_root(r)).collect();
+    if dirs.is_empty() {
+        dirs.push(std::env::current_dir().context("cannot read the current directory")?);
+    }
     dirs.extend(staging.as_ref().map(|s| s.dir().to_path_buf()));
     let roots = Roots::new(&dirs)?;
     let mut registry: Registry = match which {
@@ -215,6 +280,7 @@ pub fn build_server(
                 },
                 shell_env: policy.shell_env.clone(),
             },
+            semantic: policy.semantic.policy(&policy.roots),
         }),
         BuiltIn::Analysis => maljan_analysis::registry(maljan_analysis::AnalysisConfig {
             roots,
@@ -369,7 +435,7 @@ mod tests {
 
     fn files(allowed: &[&str]) -> anyhow::Result<Arc<ToolServer>> {
         let policy = PolicyArgs {
-            roots: vec![std::env::temp_dir()],
+            roots: vec![std::env::temp_dir().to_string_lossy().into_owned()],
             allowed_actions: allowed.iter().map(|a| a.to_string()).collect(),
             read_only: false,
             allow_loopback_downloads: false,
@@ -382,6 +448,7 @@ mod tests {
             shell_env: Vec::new(),
             rules_dir: None,
             no_builtin_rules: false,
+            semantic: Default::default(),
         };
         build_server(BuiltIn::Files, &policy, None, None, None)
     }

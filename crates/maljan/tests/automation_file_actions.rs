@@ -72,3 +72,85 @@ fn every_automation_file_action_is_served() {
     }
     assert!(missing.is_empty(), "{} missing: {missing:?}", missing.len());
 }
+
+/// automation-file's semantic tools as its own server lists them (`mcp --no-bridge`):
+/// each name with its argument names and its required ones.
+fn automation_file_semantic_tools(
+    root: &std::path::Path,
+) -> Vec<(String, Vec<String>, Vec<String>)> {
+    let input = root.join("list.jsonl");
+    std::fs::write(
+        &input,
+        concat!(
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            "\n",
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    let out = run(
+        Command::new(peer("MALJAN_PY"))
+            .args(["-m", "automation_file", "mcp", "--no-bridge", "--root"])
+            .arg(root)
+            .stdin(std::fs::File::open(&input).unwrap()),
+        Duration::from_secs(120),
+    );
+    assert!(
+        out.status.success(),
+        "automation-file's server failed: {}",
+        text(&out)
+    );
+    let listed = String::from_utf8(out.stdout).unwrap();
+    let reply: serde_json::Value = listed
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["id"] == 2)
+        .expect("a tools/list answer");
+    described(reply["result"]["tools"].as_array().unwrap())
+}
+
+fn described(tools: &[serde_json::Value]) -> Vec<(String, Vec<String>, Vec<String>)> {
+    let mut out: Vec<_> = tools
+        .iter()
+        .map(|t| {
+            let schema = &t["inputSchema"];
+            let mut args: Vec<String> = (schema["properties"].as_object())
+                .map(|p| p.keys().cloned().collect())
+                .unwrap_or_default();
+            args.sort();
+            let mut required: Vec<String> = (schema["required"].as_array())
+                .map(|r| r.iter().map(|n| n.as_str().unwrap().to_string()).collect())
+                .unwrap_or_default();
+            required.sort();
+            (t["name"].as_str().unwrap().to_string(), args, required)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn the_semantic_tools_have_automation_files_names_and_arguments() {
+    let dir = tempfile::tempdir().unwrap();
+    let wanted = automation_file_semantic_tools(dir.path());
+    assert_eq!(
+        wanted.len(),
+        14,
+        "automation-file 0.0.55 lists 14 semantic tools"
+    );
+    let all = run(
+        Command::new(maljan()).args(["tools", "files"]),
+        Duration::from_secs(60),
+    );
+    assert!(all.status.success(), "{}", text(&all));
+    let tools: serde_json::Value = serde_json::from_slice(&all.stdout).unwrap();
+    // Beside the FA_* bridge maljan lists its own `capabilities`; every other name is compared.
+    let semantic: Vec<serde_json::Value> = (tools.as_array().unwrap().iter())
+        .filter(|t| !t["name"].as_str().unwrap().starts_with("FA_") && t["name"] != "capabilities")
+        .cloned()
+        .collect();
+    assert_eq!(described(&semantic), wanted);
+}

@@ -23,6 +23,7 @@ pub fn serve(
             storage: Default::default(),
             state_dir: state.map(Path::to_path_buf),
             automation: Default::default(),
+            semantic: Default::default(),
         },
         clock,
     );

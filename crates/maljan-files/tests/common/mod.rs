@@ -59,6 +59,7 @@ impl Harness {
             storage,
             state_dir: None,
             automation: Default::default(),
+            semantic: Default::default(),
         });
         narrow(&mut reg);
         let server = ToolServer::new("files-test", "0", reg);

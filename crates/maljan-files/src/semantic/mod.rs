@@ -1,0 +1,289 @@
+//! automation-file's semantic MCP tools (`file_read`, `storage_copy`, `pipeline_run`, ...): the
+//! fourteen task-shaped tools its server lists beside the `FA_*` bridge, with the same names,
+//! arguments and answers, under the same policy.
+//!
+//! The policy is the operator's (`--root`, `--allow-write`, `--allow-overwrite`,
+//! `--allow-delete`, the `--max-*` caps, `--pipeline-dir`, `--pipeline-actions`): nothing is
+//! reachable until a root is given, nothing changes until writing is allowed, and every cap is
+//! the server's, whatever a call asks for. A refusal is an error with its own code (`no_root`,
+//! `outside_root`, `read_only`, `overwrite_not_allowed`, `delete_not_allowed`,
+//! `action_not_allowed`, `limit_exceeded`), so a model can tell "not allowed" from "failed".
+//! Every answer carries the tool's name and the call's correlation ID, the key that
+//! `audit_search` finds the call's records by.
+//!
+//! The I/O is the storage-URI layer's ([`crate::storage::transfer`]): these tools only add the
+//! policy and the shape of the answers.
+
+use std::{collections::HashMap, path::PathBuf, sync::Arc};
+
+use maljan_server::{ErrorCode, Registry, Roots, ToolContext, ToolError, ToolMeta};
+use schemars::JsonSchema;
+use serde_json::{Map, Value, json};
+
+use crate::{
+    Config,
+    storage::uri::{self, Location},
+};
+
+mod files;
+mod pipelines;
+mod reports;
+mod tree;
+
+/// What the operator allows the semantic tools (automation-file's `MCPPolicy`).
+#[derive(Debug, Clone)]
+pub struct SemanticPolicy {
+    /// The locations the tools may reach: local directories and storage URIs (`s3://bucket/team`,
+    /// `sftp://host/inbox`, `memory://scratch`). Empty: every storage tool refuses (`no_root`).
+    pub roots: Vec<String>,
+    /// Lets the tools that create files (and pipelines) run.
+    pub allow_write: bool,
+    /// Lets a call replace an existing file when it asks to (`overwrite=true`).
+    pub allow_overwrite: bool,
+    /// Lets file_move (and pipeline tasks) delete.
+    pub allow_delete: bool,
+    /// The most bytes one file_read returns.
+    pub max_read_bytes: u64,
+    /// The most bytes one file_write (or one stored pipeline) may hold.
+    pub max_write_bytes: u64,
+    /// The most entries one listing or search returns.
+    pub max_results: usize,
+    /// The most bytes one content search reads.
+    pub max_search_bytes: u64,
+    /// Where pipeline_create stores definitions; None keeps them in memory until the server stops.
+    pub pipeline_dir: Option<PathBuf>,
+    /// The actions a stored pipeline may name; None: the storage-URI actions the permissions
+    /// above allow.
+    pub pipeline_actions: Option<Vec<String>>,
+}
+
+impl Default for SemanticPolicy {
+    fn default() -> Self {
+        Self {
+            roots: Vec::new(),
+            allow_write: false,
+            allow_overwrite: false,
+            allow_delete: false,
+            max_read_bytes: 256 * 1024,
+            max_write_bytes: 1024 * 1024,
+            max_results: 200,
+            max_search_bytes: 8 * 1024 * 1024,
+            pipeline_dir: None,
+            pipeline_actions: None,
+        }
+    }
+}
+
+/// The policy and what the tools keep for the server's life.
+pub(crate) struct Semantic {
+    pub(crate) policy: SemanticPolicy,
+    /// The local roots, resolved once (None when every root is a storage URI).
+    local: Option<Roots>,
+    /// Pipelines stored without a pipeline directory.
+    pub(crate) pipelines: std::sync::Mutex<HashMap<String, Value>>,
+}
+
+impl Semantic {
+    pub(crate) fn new(policy: SemanticPolicy) -> Self {
+        let dirs: Vec<&String> = policy.roots.iter().filter(|r| is_local(r)).collect();
+        let local = (!dirs.is_empty())
+            .then(|| {
+                let paths = dirs.iter().map(|d| local_path(d));
+                Roots::new(paths).ok()
+            })
+            .flatten();
+        Self {
+            policy,
+            local,
+            pipelines: Default::default(),
+        }
+    }
+}
+
+fn is_local(root: &str) -> bool {
+    match root.split_once("://") {
+        None => true,
+        Some((scheme, _)) => matches!(scheme.to_ascii_lowercase().as_str(), "file" | "local"),
+    }
+}
+
+fn local_path(root: &str) -> PathBuf {
+    PathBuf::from(root.split_once("://").map_or(root, |(_, rest)| rest))
+}
+
+/// An error whose code is one of the policy's refusals.
+pub(crate) fn refused(code: &str, message: impl Into<String>, hint: &str) -> ToolError {
+    ToolError::new(ErrorCode::Other(code.to_string()), message).with_remediation(hint)
+}
+
+impl Config {
+    fn policy(&self) -> &SemanticPolicy {
+        &self.semantic.policy
+    }
+
+    pub(crate) fn require_write(&self, tool: &str) -> Result<(), ToolError> {
+        if self.policy().allow_write {
+            return Ok(());
+        }
+        Err(refused(
+            "read_only",
+            format!("{tool} changes storage and this server is read-only"),
+            "start the server with --allow-write to let it create files",
+        ))
+    }
+
+    pub(crate) fn require_delete(&self, tool: &str) -> Result<(), ToolError> {
+        self.require_write(tool)?;
+        if self.policy().allow_delete {
+            return Ok(());
+        }
+        Err(refused(
+            "delete_not_allowed",
+            format!("{tool} deletes its source and this server does not allow deleting"),
+            "start the server with --allow-delete, or use file_copy",
+        ))
+    }
+
+    /// Checks that replacing an existing file at `target` is asked for and allowed; returns
+    /// its size when there is one to replace.
+    pub(crate) async fn replaceable(
+        &self,
+        target: &Location,
+        overwrite: bool,
+    ) -> Result<Option<Option<u64>>, ToolError> {
+        if !crate::storage::transfer::exists(self, target).await? {
+            return Ok(None);
+        }
+        let info = crate::storage::transfer::stat(self, target).await?;
+        if info.is_dir {
+            return Err(ToolError::bad_argument(format!(
+                "{} is a directory",
+                target.shown()
+            )));
+        }
+        if !overwrite {
+            return Err(refused(
+                "already_exists",
+                format!("{} already exists", target.shown()),
+                "pass overwrite=true to replace it",
+            ));
+        }
+        if !self.policy().allow_overwrite {
+            return Err(refused(
+                "overwrite_not_allowed",
+                format!("{} already exists", target.shown()),
+                "this server does not allow replacing files (--allow-overwrite)",
+            ));
+        }
+        Ok(Some(info.size))
+    }
+
+    /// The location a URI names, once it is inside a root: a local path is resolved
+    /// (symlinks included) before it is compared; an object's key is compared segment by
+    /// segment, so `s3://bucket/team` allows `team/a.csv` and not `team-b/a.csv`.
+    pub(crate) fn guarded(&self, given: &str) -> Result<Location, ToolError> {
+        let roots = &self.policy().roots;
+        if roots.is_empty() {
+            return Err(refused(
+                "no_root",
+                "this server allows no storage location",
+                "start the server with --root <storage URI or directory>",
+            ));
+        }
+        let outside = || {
+            refused(
+                "outside_root",
+                format!("{given} is outside the locations this server allows"),
+                &format!("use a location under one of: {}", roots.join(", ")),
+            )
+        };
+        match uri::parse(self, given, "default")? {
+            Location::Local { path } => {
+                let Some(local) = &self.semantic.local else {
+                    return Err(outside());
+                };
+                let resolved = local.resolve(&path).map_err(|e| match e.code {
+                    ErrorCode::PathOutsideRoots => outside(),
+                    _ => e,
+                })?;
+                Ok(Location::Local {
+                    path: resolved.to_string_lossy().into_owned(),
+                })
+            }
+            at @ Location::Object { .. } => {
+                let Location::Object { base, key, .. } = &at else {
+                    unreachable!()
+                };
+                let inside = roots.iter().filter(|r| !is_local(r)).any(|root| {
+                    match uri::parse(self, root, "default") {
+                        Ok(Location::Object {
+                            base: root_base,
+                            key: root_key,
+                            ..
+                        }) => {
+                            root_base == *base
+                                && (root_key.is_empty()
+                                    || *key == root_key
+                                    || key.starts_with(&format!("{root_key}/")))
+                        }
+                        _ => false,
+                    }
+                });
+                if inside { Ok(at) } else { Err(outside()) }
+            }
+        }
+    }
+}
+
+/// The answer of a semantic tool: `{"tool", "correlation_id", ...body}`.
+pub(crate) fn answer(tool: &str, ctx: &ToolContext, body: Value) -> Value {
+    let mut out = Map::new();
+    out.insert("tool".into(), json!(tool));
+    let correlation = ctx
+        .correlation_id()
+        .map(str::to_string)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+    out.insert("correlation_id".into(), json!(correlation));
+    if let Value::Object(body) = body {
+        out.extend(body);
+    }
+    Value::Object(out)
+}
+
+/// Registers one semantic tool: `f` returns the body, wrapped by [`answer`]. Every call is
+/// bounded in time, as the storage actions are.
+fn add<A, F, Fut>(reg: &mut Registry, cfg: &Arc<Config>, meta: ToolMeta, f: F)
+where
+    A: serde::de::DeserializeOwned + JsonSchema + Send + 'static,
+    F: Fn(Arc<Config>, ToolContext, A) -> Fut + Send + Sync + Clone + 'static,
+    Fut: std::future::Future<Output = Result<Value, ToolError>> + Send + 'static,
+{
+    let name = meta.name.clone();
+    crate::storage::storage_actions::add(reg, cfg, meta, move |c, ctx: ToolContext, a: A| {
+        let (f, name) = (f.clone(), name.clone());
+        async move {
+            let body = f(c, ctx.clone(), a).await?;
+            Ok(answer(&name, &ctx, body))
+        }
+    });
+}
+
+pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
+    files::register(reg, cfg);
+    tree::register(reg, cfg);
+    pipelines::register(reg, cfg);
+    reports::register(reg, cfg);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_roots_are_paths_and_file_uris() {
+        assert!(is_local("/srv/reports"));
+        assert!(is_local("file:///srv/reports"));
+        assert!(!is_local("s3://bucket/team"));
+        assert_eq!(local_path("file:///srv"), PathBuf::from("/srv"));
+    }
+}
