@@ -129,3 +129,21 @@ pub fn median(sorted: &[Duration]) -> Duration {
 pub fn p99(sorted: &[Duration]) -> Duration {
     sorted[(sorted.len() * 99 / 100).min(sorted.len() - 1)]
 }
+
+/// The value after `name` on the command line (`--calls 100`).
+pub fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+}
+
+/// A duration as the bench tables show it: µs below a millisecond, ms above.
+pub fn shown(d: Duration) -> String {
+    if d < Duration::from_millis(1) {
+        format!("{:.1} µs", d.as_secs_f64() * 1e6)
+    } else {
+        format!("{:.2} ms", d.as_secs_f64() * 1e3)
+    }
+}

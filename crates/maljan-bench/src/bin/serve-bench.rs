@@ -27,11 +27,7 @@ struct Target {
 }
 
 fn fmt(d: Duration) -> String {
-    if d < Duration::from_millis(1) {
-        format!("{:.1} µs", d.as_secs_f64() * 1e6)
-    } else {
-        format!("{:.2} ms", d.as_secs_f64() * 1e3)
-    }
+    maljan_bench::shown(d)
 }
 
 /// `maljan serve files` from the binary at `exe`, rooted at the bench's scratch directory.
@@ -55,13 +51,7 @@ fn maljan_target(label: &'static str, exe: &str, dir: &std::path::Path, kib: &st
 }
 
 fn main() -> anyhow::Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let opt = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
+    let opt = maljan_bench::arg;
     let maljan = opt("--maljan").ok_or_else(|| anyhow::anyhow!("--maljan PATH is required"))?;
     let python = opt("--python");
     let calls: usize = opt("--calls")
