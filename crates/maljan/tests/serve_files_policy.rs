@@ -363,8 +363,14 @@ fn plausible_arguments(tool: &Value, dir: &str) -> Value {
             ("FA_grep", "pattern") => json!("a"),
             ("FA_diff_dirs", "left" | "right") => json!(dir),
             ("FA_json_get" | "FA_jsonl_iter", "path") => json!(at("data.json")),
+            // The semantic tools: a directory to list or search, a file for the rest.
+            ("storage_list" | "file_search", "uri") => json!(dir),
+            ("file_search", "content") => json!("a"),
+            ("file_read", "encoding") => json!("utf-8"),
+            ("file_checksum" | "file_verify", "algorithm") => json!("sha256"),
+            ("audit_search", "since" | "until") => json!("2026-01-01T00:00:00+00:00"),
             (_, name) => match name {
-                "path" | "file_path" | "left" | "source" => json!(at("data.txt")),
+                "path" | "file_path" | "left" | "source" | "uri" => json!(at("data.txt")),
                 "right" => json!(at("other.txt")),
                 "zip_file_path" => json!(at("archive.zip")),
                 "file_name" => json!("inner.txt"),
