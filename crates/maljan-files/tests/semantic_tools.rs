@@ -26,8 +26,17 @@ fn server_with(
     storage: StorageConfig,
     policy: impl FnOnce(&str) -> SemanticPolicy,
 ) -> Arc<ToolServer> {
+    built(root, storage, policy, |_| {})
+}
+
+fn built(
+    root: &Path,
+    storage: StorageConfig,
+    policy: impl FnOnce(&str) -> SemanticPolicy,
+    narrow: impl FnOnce(&mut maljan_server::Registry),
+) -> Arc<ToolServer> {
     let shown = root.to_string_lossy().into_owned();
-    let reg = registry_with_clock(
+    let mut reg = registry_with_clock(
         FilesConfig {
             roots: Roots::new([root]).unwrap(),
             allow_loopback_downloads: false,
@@ -39,6 +48,7 @@ fn server_with(
         },
         Arc::new(SystemClock),
     );
+    narrow(&mut reg);
     let server = ToolServer::new("files-test", "0", reg);
     server.start();
     server
@@ -611,4 +621,40 @@ async fn an_object_store_root_allows_its_prefix_segment_by_segment() {
             .unwrap_err();
         assert_eq!(code(e.clone()), "outside_root", "{outside}: {e}");
     }
+}
+
+#[tokio::test]
+async fn without_the_bridge_a_client_cannot_call_fa_actions_but_pipelines_still_run_them() {
+    let (_d, root) = dir();
+    std::fs::write(root.join("in.txt"), "data").unwrap();
+    let s = built(&root, Default::default(), writable, |reg| {
+        reg.unlist(|m| m.name.starts_with("FA_"));
+    });
+    let listed: Vec<String> = s.listed_tools().map(|t| t.meta.name.clone()).collect();
+    assert!(listed.iter().all(|n| !n.starts_with("FA_")), "{listed:?}");
+    let direct = s
+        .call(
+            "FA_storage_exists",
+            json!({"uri": "memory://scratch/x"})
+                .as_object()
+                .unwrap()
+                .clone(),
+            Default::default(),
+            None,
+        )
+        .await;
+    assert!(direct.is_none(), "an unlisted action answered a client");
+    let definition = json!({"schema_version": 1, "tasks": {
+        "copy": {"action": ["FA_storage_copy", {"source": root.join("in.txt"), "target": "memory://scratch/in.txt"}]}}});
+    call(
+        &s,
+        "pipeline_create",
+        json!({"name": "bridge-less", "definition": definition}),
+    )
+    .await
+    .unwrap();
+    let run = call(&s, "pipeline_run", json!({"name": "bridge-less"}))
+        .await
+        .unwrap();
+    assert_eq!(run["status"], "succeeded", "{run}");
 }

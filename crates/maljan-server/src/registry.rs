@@ -42,6 +42,10 @@ pub struct ToolMeta {
     /// Served only when the operator names it in `--allowed-actions` (FA_run_shell): left out of
     /// a server built without an allow-list.
     pub opt_in: bool,
+    /// Left out of tools/list and the manifest and refused to a client's tools/call, yet callable
+    /// by the server's own work (an action list, a pipeline task): the FA_* bridge under
+    /// `--no-bridge`, which the semantic tools' pipelines still run.
+    pub unlisted: bool,
 }
 
 impl ToolMeta {
@@ -59,6 +63,7 @@ impl ToolMeta {
             probe: None,
             staging_primitive: false,
             opt_in: false,
+            unlisted: false,
         }
     }
     pub fn title(mut self, title: impl Into<String>) -> Self {
@@ -227,6 +232,17 @@ impl Registry {
     }
 
     /// Keeps only the tools for which `keep` is true.
+    /// Marks the tools `which` picks [`ToolMeta::unlisted`]: still there for the server's own
+    /// calls, gone for a client.
+    pub fn unlist(&mut self, which: impl Fn(&ToolMeta) -> bool) -> &mut Self {
+        for t in &mut self.tools {
+            if which(&t.meta) {
+                t.meta.unlisted = true;
+            }
+        }
+        self
+    }
+
     pub fn retain(&mut self, keep: impl Fn(&ToolMeta) -> bool) -> &mut Self {
         self.tools.retain(|t| keep(&t.meta));
         self.by_name = (self.tools.iter().enumerate())

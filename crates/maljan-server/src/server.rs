@@ -79,7 +79,7 @@ impl ToolServer {
             tools: registry
                 .tools()
                 .iter()
-                .filter(|t| !t.meta.staging_primitive)
+                .filter(|t| !t.meta.staging_primitive && !t.meta.unlisted)
                 .map(|t| probe(&t.meta))
                 .collect(),
         };
@@ -151,10 +151,11 @@ impl ToolServer {
         &self.manifest
     }
 
-    /// Tools a client sees in tools/list: all of them, staging primitives included (a client
-    /// learns from tools/list that this server receives samples; the maljan runtime hides them).
+    /// Tools a client sees in tools/list: all but the unlisted ones, staging primitives included
+    /// (a client learns from tools/list that this server receives samples; the maljan runtime
+    /// hides them).
     pub fn listed_tools(&self) -> impl Iterator<Item = &crate::registry::RegisteredTool> {
-        self.registry.tools().iter()
+        self.registry.tools().iter().filter(|t| !t.meta.unlisted)
     }
 
     /// Runs one call to completion. Never panics and never returns a protocol error for a tool's
@@ -166,7 +167,9 @@ impl ToolServer {
         cancel: CancellationToken,
         progress: Option<Arc<dyn ProgressSink>>,
     ) -> Option<CallOutcome> {
-        self.registry.get(tool)?;
+        if self.registry.get(tool)?.meta.unlisted {
+            return None;
+        }
         let host: Arc<dyn ToolHost> = self.clone();
         let ctx = ToolContext::new(cancel, progress, Some(Arc::downgrade(&host)), 0);
         Some(match self.invoke(tool, args, ctx).await {

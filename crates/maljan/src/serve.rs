@@ -8,7 +8,7 @@ use maljan_server::{
     HttpOptions, Registry, Roots, StagingOptions, StagingStore, StdioOptions, ToolServer,
 };
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum BuiltIn {
     /// The file-automation actions (FA_*), as in the Python package automation-file.
     Files,
@@ -116,6 +116,13 @@ pub struct SemanticArgs {
     /// actions the --allow-* flags cover.
     #[arg(long, value_name = "A,B", value_delimiter = ',')]
     pub pipeline_actions: Option<Vec<String>>,
+    /// Offer only these semantic tools (comma-separated), or `none` for none of them.
+    #[arg(long, value_name = "A,B|none", value_delimiter = ',')]
+    pub tools: Option<Vec<String>>,
+    /// Do not offer the FA_* actions as tools: only the semantic tools (and `capabilities`) are
+    /// listed and callable, while stored pipelines still run the FA_storage_* actions they name.
+    #[arg(long)]
+    pub no_bridge: bool,
 }
 
 impl SemanticArgs {
@@ -134,6 +141,31 @@ impl SemanticArgs {
             pipeline_actions: self.pipeline_actions.clone(),
         }
     }
+}
+
+/// `--tools` and `--no-bridge`, as automation-file's server applies them.
+fn narrow_semantic(registry: &mut Registry, args: &SemanticArgs) -> anyhow::Result<()> {
+    if let Some(wanted) = &args.tools {
+        let none = wanted.len() == 1 && wanted[0] == "none";
+        let names = maljan_files::SEMANTIC_TOOLS;
+        if !none {
+            let unknown: Vec<&String> = (wanted.iter())
+                .filter(|w| !names.contains(&w.as_str()))
+                .collect();
+            if !unknown.is_empty() {
+                bail!(
+                    "--tools: unknown semantic tool(s) {unknown:?}; they are {}",
+                    names.join(", ")
+                );
+            }
+        }
+        registry
+            .retain(|m| !names.contains(&m.name.as_str()) || (!none && wanted.contains(&m.name)));
+    }
+    if args.no_bridge {
+        registry.unlist(|m| m.name.starts_with("FA_"));
+    }
+    Ok(())
 }
 
 /// Whether a `--root` names a local directory (a path or a file:// URI), not a remote store.
@@ -295,6 +327,9 @@ pub fn build_server(
     } else {
         // An opt-in tool (FA_run_shell) is served only when the operator names it.
         registry.retain(|meta| !meta.opt_in);
+    }
+    if which == BuiltIn::Files {
+        narrow_semantic(&mut registry, &policy.semantic)?;
     }
     // Read-only keeps exactly the tools whose annotations say they change nothing (readOnlyHint),
     // so a tool that only adds (a directory, a line, a watch) is hidden as well as one that

@@ -141,16 +141,41 @@ fn the_semantic_tools_have_automation_files_names_and_arguments() {
         14,
         "automation-file 0.0.55 lists 14 semantic tools"
     );
-    let all = run(
-        Command::new(maljan()).args(["tools", "files"]),
-        Duration::from_secs(60),
-    );
-    assert!(all.status.success(), "{}", text(&all));
-    let tools: serde_json::Value = serde_json::from_slice(&all.stdout).unwrap();
-    // Beside the FA_* bridge maljan lists its own `capabilities`; every other name is compared.
-    let semantic: Vec<serde_json::Value> = (tools.as_array().unwrap().iter())
-        .filter(|t| !t["name"].as_str().unwrap().starts_with("FA_") && t["name"] != "capabilities")
-        .cloned()
+    // --no-bridge lists what automation-file's does, and maljan's own `capabilities`.
+    let semantic: Vec<serde_json::Value> = listed(&["--no-bridge"])
+        .into_iter()
+        .filter(|t| t["name"] != "capabilities")
         .collect();
     assert_eq!(described(&semantic), wanted);
+    let narrowed: Vec<String> = listed(&["--no-bridge", "--tools", "file_read,audit_search"])
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(narrowed, ["file_read", "audit_search", "capabilities"]);
+    let bridge_only = listed(&["--tools", "none"]);
+    assert!(
+        bridge_only
+            .iter()
+            .all(|t| t["name"].as_str().unwrap().starts_with("FA_") || t["name"] == "capabilities")
+    );
+    let typo = run(
+        Command::new(maljan()).args(["tools", "files", "--tools", "file_raed"]),
+        Duration::from_secs(60),
+    );
+    assert!(
+        !typo.status.success() && text(&typo).contains("file_raed"),
+        "{}",
+        text(&typo)
+    );
+}
+
+/// `maljan tools files` with `flags`: the descriptors as tools/list gives them.
+fn listed(flags: &[&str]) -> Vec<serde_json::Value> {
+    let out = run(
+        Command::new(maljan()).args(["tools", "files"]).args(flags),
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let tools: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    tools.as_array().unwrap().clone()
 }

@@ -30,6 +30,24 @@ mod pipelines;
 mod reports;
 mod tree;
 
+/// The semantic tools' names, as automation-file lists them.
+pub const TOOLS: [&str; 14] = [
+    "file_read",
+    "file_write",
+    "file_copy",
+    "file_move",
+    "file_search",
+    "file_checksum",
+    "file_verify",
+    "storage_list",
+    "storage_copy",
+    "pipeline_create",
+    "pipeline_run",
+    "pipeline_status",
+    "integrity_status",
+    "audit_search",
+];
+
 /// What the operator allows the semantic tools (automation-file's `MCPPolicy`).
 #[derive(Debug, Clone)]
 pub struct SemanticPolicy {
@@ -285,5 +303,24 @@ mod tests {
         assert!(is_local("file:///srv/reports"));
         assert!(!is_local("s3://bucket/team"));
         assert_eq!(local_path("file:///srv"), PathBuf::from("/srv"));
+    }
+
+    #[test]
+    fn every_semantic_tool_is_registered_under_its_listed_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = crate::registry(crate::FilesConfig {
+            roots: Roots::new([dir.path()]).unwrap(),
+            allow_loopback_downloads: false,
+            extraction: Default::default(),
+            storage: Default::default(),
+            state_dir: None,
+            automation: Default::default(),
+            semantic: Default::default(),
+        });
+        let mut served: Vec<&str> = reg.names().filter(|n| !n.starts_with("FA_")).collect();
+        let mut listed = TOOLS.to_vec();
+        served.sort();
+        listed.sort();
+        assert_eq!(served, listed);
     }
 }
