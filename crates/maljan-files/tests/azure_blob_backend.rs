@@ -1,6 +1,7 @@
 //! FA_azure_blob_* against a real Azure Blob service (Azurite, started here on 127.0.0.1): a
 //! 100 MiB round trip with its SHA-256 checked, listing, delete, upload_dir, overwrite=false, a
-//! refused private endpoint, confinement of the local side, transfers cut halfway, and
+//! refused private endpoint, confinement of the local side, transfers cut halfway (for good:
+//! nothing left; once: resumed from where they were), and
 //! FA_azure_blob_later_init with a connection string.
 
 mod common;
@@ -14,7 +15,7 @@ use std::path::Path;
 use common::Harness;
 use maljan_files::StorageConfig;
 use peers::{AZURITE_ACCOUNT, AZURITE_KEY};
-use scenarios::{AZURE, interrupt_relays, profiles};
+use scenarios::{AZURE, interrupt_relays, profiles, resume_profiles, resume_relays};
 use serde_json::json;
 
 fn azure_profile(endpoint: &str) -> String {
@@ -32,12 +33,11 @@ fn harness(toml: &str) -> Harness {
 async fn azure_blob_against_azurite() {
     let server = peers::azurite();
     let (down, up) = interrupt_relays(server.port);
-    let h = harness(&profiles(
-        "azure_blob",
-        &azure_profile,
-        &server.url(),
-        &down,
-        &up,
+    let (resume_down, resume_up) = resume_relays(server.port);
+    let h = harness(&format!(
+        "{}{}",
+        profiles("azure_blob", &azure_profile, &server.url(), &down, &up),
+        resume_profiles("azure_blob", &azure_profile, &resume_down, &resume_up)
     ));
     peers::azure_container(&server.url(), "maljan");
 
@@ -45,6 +45,7 @@ async fn azure_blob_against_azurite() {
     scenarios::confinement(&h, &AZURE, "maljan").await;
     scenarios::refused_private_endpoint(&h, &AZURE, "maljan").await;
     scenarios::interrupted(&h, &AZURE, "maljan", &down, &up).await;
+    scenarios::resumed(&h, &AZURE, "maljan", &resume_down, &resume_up).await;
 
     // overwrite=false keeps an existing blob.
     h.write("one.txt", "one");

@@ -1,6 +1,7 @@
 //! FA_s3_* against a real S3-compatible server (moto, started here on 127.0.0.1): a 100 MiB
 //! round trip with its SHA-256 checked, listing, delete, upload_dir, a refused private
-//! endpoint, confinement of the local side, transfers cut halfway, an upload the store refuses,
+//! endpoint, confinement of the local side, transfers cut halfway (for good: nothing left; once:
+//! resumed from where they were), an upload the store refuses,
 //! and FA_s3_later_init.
 
 mod common;
@@ -13,7 +14,7 @@ use std::path::Path;
 
 use common::Harness;
 use maljan_files::StorageConfig;
-use scenarios::{S3, interrupt_relays, profiles};
+use scenarios::{S3, interrupt_relays, profiles, resume_profiles, resume_relays};
 use serde_json::json;
 
 fn s3_profile(endpoint: &str) -> String {
@@ -31,13 +32,19 @@ fn harness(toml: &str) -> Harness {
 async fn s3_against_moto() {
     let server = peers::moto();
     let (down, up) = interrupt_relays(server.port);
-    let h = harness(&profiles("s3", &s3_profile, &server.url(), &down, &up));
+    let (resume_down, resume_up) = resume_relays(server.port);
+    let h = harness(&format!(
+        "{}{}",
+        profiles("s3", &s3_profile, &server.url(), &down, &up),
+        resume_profiles("s3", &s3_profile, &resume_down, &resume_up)
+    ));
     peers::s3_bucket(&server.url(), "maljan");
 
     scenarios::round_trip(&h, &S3, "maljan").await;
     scenarios::confinement(&h, &S3, "maljan").await;
     scenarios::refused_private_endpoint(&h, &S3, "maljan").await;
     scenarios::interrupted(&h, &S3, "maljan", &down, &up).await;
+    scenarios::resumed(&h, &S3, "maljan", &resume_down, &resume_up).await;
 
     let missing = h
         .call("FA_s3_list_bucket", json!({"bucket": "no-such-bucket"}))

@@ -274,6 +274,75 @@ pub async fn interrupted(h: &Harness, n: &Names, bucket: &str, down: &Cutter, up
     );
 }
 
+/// A network that drops once in the middle of a transfer: the download goes on from the byte it
+/// reached (a ranged GET checked against the object's ETag) and the upload sends the cut part
+/// again, within the profile's max_retries, so both end with the file's SHA-256.
+pub async fn resumed(h: &Harness, n: &Names, bucket: &str, down: &Cutter, up: &Cutter) {
+    let size = 32 << 20;
+    let sha = big_file(&h.path("resume.bin"), size);
+    h.call(
+        n.upload,
+        n.upload_args(&h.p("resume.bin"), bucket, "resume.bin", "default"),
+    )
+    .await
+    .unwrap();
+    let got = h
+        .call(
+            n.download,
+            n.download_args(bucket, "resume.bin", &h.p("resumed.bin"), "resume_down"),
+        )
+        .await;
+    assert!(got.is_ok(), "{got:?}");
+    assert!(down.cut(), "the relay never cut the download");
+    assert_eq!(
+        sha256_of(&h.path("resumed.bin")),
+        sha,
+        "the resumed download differs"
+    );
+
+    let put = h
+        .call(
+            n.upload,
+            n.upload_args(&h.p("resume.bin"), bucket, "resumed-up.bin", "resume_up"),
+        )
+        .await;
+    assert!(put.is_ok(), "{put:?}");
+    assert!(up.cut(), "the relay never cut the upload");
+    h.call(
+        n.download,
+        n.download_args(bucket, "resumed-up.bin", &h.p("back-up.bin"), "default"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        sha256_of(&h.path("back-up.bin")),
+        sha,
+        "the resumed upload differs"
+    );
+}
+
+/// The profiles of [`resumed`]: through relays that cut once, with retries.
+pub fn resume_profiles(
+    table: &str,
+    body: &dyn Fn(&str) -> String,
+    down: &Cutter,
+    up: &Cutter,
+) -> String {
+    format!(
+        "[{table}.resume_down]\n{}allow_private_endpoint = true\nmax_retries = 3\n\
+         [{table}.resume_up]\n{}allow_private_endpoint = true\nmax_retries = 3\n",
+        body(&down.url()),
+        body(&up.url()),
+    )
+}
+
+pub fn resume_relays(server_port: u16) -> (Cutter, Cutter) {
+    (
+        Cutter::once(server_port, 12 << 20, Direction::Down),
+        Cutter::once(server_port, 12 << 20, Direction::Up),
+    )
+}
+
 /// Builds the TOML profiles every scenario uses, around `table` (`s3` or `azure_blob`) and a
 /// function giving a profile's body for an endpoint.
 pub fn profiles(

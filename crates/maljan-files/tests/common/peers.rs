@@ -192,6 +192,16 @@ pub enum Direction {
 
 impl Cutter {
     pub fn new(target: u16, budget: u64, direction: Direction) -> Self {
+        Self::start(target, budget, direction, false)
+    }
+
+    /// Like [`Cutter::new`], but only the first cut happens: every later connection is relayed
+    /// whole, as a network that drops once and comes back.
+    pub fn once(target: u16, budget: u64, direction: Direction) -> Self {
+        Self::start(target, budget, direction, true)
+    }
+
+    fn start(target: u16, budget: u64, direction: Direction, once: bool) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let relayed = Arc::new(AtomicU64::new(0));
@@ -200,7 +210,8 @@ impl Cutter {
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(client) = conn else { break };
-                if s.load(Ordering::SeqCst) {
+                let after_cut = s.load(Ordering::SeqCst);
+                if after_cut && !once {
                     drop(client);
                     continue;
                 }
@@ -208,7 +219,16 @@ impl Cutter {
                 else {
                     continue;
                 };
-                let (r, s) = (r.clone(), s.clone());
+                // After the one cut a connection is relayed whole, with a flag of its own.
+                let (budget, r, s) = if after_cut {
+                    (
+                        u64::MAX,
+                        Arc::new(AtomicU64::new(0)),
+                        Arc::new(AtomicBool::new(false)),
+                    )
+                } else {
+                    (budget, r.clone(), s.clone())
+                };
                 std::thread::spawn(move || relay(client, server, budget, direction, r, s));
             }
         });
