@@ -263,6 +263,29 @@ async fn copies_and_moves_cross_backends_and_verify_their_digest() {
     .await
     .unwrap();
     assert_eq!(sum["value"], copied["sha256"]);
+    // A window of an object is a ranged read; one past the end is empty.
+    let window = call(
+        &s,
+        "file_read",
+        json!({"uri": "memory://scratch/a.bin", "offset": 3, "max_bytes": 2}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (window["content"].clone(), window["next_offset"].clone()),
+        (json!("lo"), json!(5))
+    );
+    let past = call(
+        &s,
+        "file_read",
+        json!({"uri": "memory://scratch/a.bin", "offset": 99}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (past["content"].clone(), past["truncated"].clone()),
+        (json!(""), json!(false))
+    );
     let expected = format!("sha256:{}", sum["value"].as_str().unwrap().to_uppercase());
     let verified = call(&s, "file_verify", json!({"uri": a, "expected": expected}))
         .await

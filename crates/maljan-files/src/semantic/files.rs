@@ -100,19 +100,13 @@ pub(super) async fn existing_file(c: &Config, at: &Location) -> Result<Option<u6
     Ok(info.size)
 }
 
-/// At most `limit` bytes from `offset`.
-async fn read_window(mut source: Source, offset: u64, limit: u64) -> Result<Vec<u8>, ToolError> {
-    let (mut skipped, mut out) = (0u64, Vec::new());
+/// At most `limit` bytes of a source (opened at the window's offset).
+async fn read_window(mut source: Source, limit: u64) -> Result<Vec<u8>, ToolError> {
+    let mut out = Vec::new();
     while let Some(chunk) = source.chunks.next().await {
         let chunk = chunk?;
-        let mut piece = &chunk[..];
-        if skipped < offset {
-            let skip = (offset - skipped).min(piece.len() as u64) as usize;
-            skipped += skip as u64;
-            piece = &piece[skip..];
-        }
         let room = (limit - out.len() as u64) as usize;
-        out.extend_from_slice(&piece[..piece.len().min(room)]);
+        out.extend_from_slice(&chunk[..chunk.len().min(room)]);
         if out.len() as u64 == limit {
             break;
         }
@@ -151,7 +145,12 @@ async fn file_read(c: Arc<Config>, a: ReadArgs) -> Result<Value, ToolError> {
     let limit = a.max_bytes.unwrap_or(cap).min(cap);
     let offset = a.offset.unwrap_or(0);
     let encoding = a.encoding.unwrap_or_else(|| "utf-8".into());
-    let data = read_window(transfer::open(&c, &at).await?, offset, limit).await?;
+    // A window past the end is empty: nothing to open (a ranged GET there is an error).
+    let data = if size.is_some_and(|size| offset >= size) {
+        Vec::new()
+    } else {
+        read_window(transfer::open_from(&c, &at, offset).await?, limit).await?
+    };
     let complete = match size {
         Some(size) => offset + data.len() as u64 >= size,
         None => (data.len() as u64) < limit,

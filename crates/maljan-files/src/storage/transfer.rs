@@ -55,15 +55,29 @@ fn object_key(k: &str) -> Result<Key, ToolError> {
 
 /// Opens a file (an object or a confined local file) for reading.
 pub(crate) async fn open(c: &Config, from: &Location) -> Result<Source, ToolError> {
+    open_from(c, from, 0).await
+}
+
+/// Opens a file for reading from byte `offset` on (a ranged GET, a seek): the source's size is
+/// what is left after it. The file as a whole must fit the server's bounds.
+pub(crate) async fn open_from(
+    c: &Config,
+    from: &Location,
+    offset: u64,
+) -> Result<Source, ToolError> {
     match from {
         Location::Object { store, key: k, .. } => {
             let shown = from.shown();
+            let options = object_store::GetOptions {
+                range: (offset > 0).then_some(object_store::GetRange::Offset(offset)),
+                ..Default::default()
+            };
             let got = store
-                .get(&object_key(k)?)
+                .get_opts(&object_key(k)?, options)
                 .await
                 .map_err(|e| store_err(&shown, e))?;
             bounded(c, got.meta.size, &shown)?;
-            let size = got.meta.size;
+            let size = got.range.end - got.range.start;
             let chunks = got
                 .into_stream()
                 .map_err(move |e| store_err(&format!("reading {shown}"), e))
@@ -74,7 +88,13 @@ pub(crate) async fn open(c: &Config, from: &Location) -> Result<Source, ToolErro
             let opened = c.existing_file(path)?;
             let size = opened.size()?;
             bounded(c, size, path)?;
-            let file = tokio::fs::File::from_std(opened.file);
+            let mut file = opened.file;
+            if offset > 0 {
+                use std::io::Seek;
+                file.seek(std::io::SeekFrom::Start(offset))
+                    .map_err(|e| ToolError::io(path, e))?;
+            }
+            let file = tokio::fs::File::from_std(file);
             let given = path.clone();
             let chunks = futures::stream::try_unfold(file, |mut f| async move {
                 let mut buf = vec![0u8; PIECE];
@@ -87,7 +107,10 @@ pub(crate) async fn open(c: &Config, from: &Location) -> Result<Source, ToolErro
             })
             .map_err(move |e: std::io::Error| ToolError::io(&given, e))
             .boxed();
-            Ok(Source { chunks, size })
+            Ok(Source {
+                chunks,
+                size: size.saturating_sub(offset),
+            })
         }
     }
 }
