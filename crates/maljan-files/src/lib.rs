@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 pub use automation::{Clock, ManualClock, SystemClock};
 use maljan_server::{Registry, Roots};
-pub use semantic::{SemanticPolicy, TOOLS as SEMANTIC_TOOLS};
+pub use semantic::{SemanticPolicy, TOOLS as SEMANTIC_TOOLS, local_root};
 pub use storage::StorageConfig;
 pub use unzip::ExtractionLimits;
 

@@ -168,15 +168,6 @@ fn narrow_semantic(registry: &mut Registry, args: &SemanticArgs) -> anyhow::Resu
     Ok(())
 }
 
-/// Whether a `--root` names a local directory (a path or a file:// URI), not a remote store.
-fn local_root(root: &str) -> Option<PathBuf> {
-    match root.split_once("://") {
-        None => Some(PathBuf::from(root)),
-        Some(("file" | "local", rest)) => Some(PathBuf::from(rest)),
-        Some(_) => None,
-    }
-}
-
 #[derive(Args)]
 pub struct ServeArgs {
     /// Which built-in server to run.
@@ -278,7 +269,11 @@ pub fn build_server(
     version: Option<String>,
     staging: Option<Arc<StagingStore>>,
 ) -> anyhow::Result<Arc<ToolServer>> {
-    let mut dirs: Vec<PathBuf> = policy.roots.iter().filter_map(|r| local_root(r)).collect();
+    let mut dirs: Vec<PathBuf> = policy
+        .roots
+        .iter()
+        .filter_map(|r| maljan_files::local_root(r))
+        .collect();
     if dirs.is_empty() {
         dirs.push(std::env::current_dir().context("cannot read the current directory")?);
     }

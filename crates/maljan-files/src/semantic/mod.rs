@@ -103,13 +103,10 @@ pub(crate) struct Semantic {
 
 impl Semantic {
     pub(crate) fn new(policy: SemanticPolicy) -> Self {
-        let dirs: Vec<&String> = policy.roots.iter().filter(|r| is_local(r)).collect();
-        let local = (!dirs.is_empty())
-            .then(|| {
-                let paths = dirs.iter().map(|d| local_path(d));
-                Roots::new(paths).ok()
-            })
-            .flatten();
+        let dirs: Vec<PathBuf> = policy.roots.iter().filter_map(|r| local_root(r)).collect();
+        // A root that cannot be resolved (it does not exist) leaves every local path outside;
+        // `maljan serve files` refuses such a root at start-up, as it is an FA_* root too.
+        let local = (!dirs.is_empty()).then(|| Roots::new(&dirs).ok()).flatten();
         Self {
             policy,
             local,
@@ -118,15 +115,22 @@ impl Semantic {
     }
 }
 
-fn is_local(root: &str) -> bool {
+/// The directory a root names when it is local (a path, `file://` or `local://`); None for a
+/// storage URI of a remote or in-memory store.
+pub fn local_root(root: &str) -> Option<PathBuf> {
     match root.split_once("://") {
-        None => true,
-        Some((scheme, _)) => matches!(scheme.to_ascii_lowercase().as_str(), "file" | "local"),
+        None => Some(PathBuf::from(root)),
+        Some((scheme, rest))
+            if matches!(scheme.to_ascii_lowercase().as_str(), "file" | "local") =>
+        {
+            Some(PathBuf::from(rest))
+        }
+        Some(_) => None,
     }
 }
 
-fn local_path(root: &str) -> PathBuf {
-    PathBuf::from(root.split_once("://").map_or(root, |(_, rest)| rest))
+fn is_local(root: &str) -> bool {
+    local_root(root).is_some()
 }
 
 /// An error whose code is one of the policy's refusals.
@@ -302,7 +306,8 @@ mod tests {
         assert!(is_local("/srv/reports"));
         assert!(is_local("file:///srv/reports"));
         assert!(!is_local("s3://bucket/team"));
-        assert_eq!(local_path("file:///srv"), PathBuf::from("/srv"));
+        assert_eq!(local_root("file:///srv"), Some(PathBuf::from("/srv")));
+        assert_eq!(local_root("memory://scratch"), None);
     }
 
     #[test]

@@ -157,7 +157,13 @@ impl Config {
 
     async fn stored(&self, name: &str) -> Result<Option<Value>, ToolError> {
         match &self.semantic.policy.pipeline_dir {
-            None => Ok(self.semantic.pipelines.lock().unwrap().get(name).cloned()),
+            None => Ok(self
+                .semantic
+                .pipelines
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(name)
+                .cloned()),
             Some(dir) => {
                 let path = dir.join(format!("{name}.json"));
                 match tokio::fs::read(&path).await {
@@ -176,7 +182,12 @@ impl Config {
     async fn store(&self, name: &str, doc: &Value) -> Result<(), ToolError> {
         match &self.semantic.policy.pipeline_dir {
             None => {
-                (self.semantic.pipelines.lock().unwrap()).insert(name.to_string(), doc.clone());
+                (self
+                    .semantic
+                    .pipelines
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()))
+                .insert(name.to_string(), doc.clone());
                 Ok(())
             }
             Some(dir) => {
