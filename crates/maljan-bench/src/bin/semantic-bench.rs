@@ -74,6 +74,11 @@ fn main() -> anyhow::Result<()> {
             json!({"uri": p("text.txt"), "offset": 524288, "max_bytes": 65536}),
         ),
         (
+            "file_read 64 KiB at 15 MiB, base64",
+            "file_read",
+            json!({"uri": p("big.bin"), "offset": 15 << 20, "max_bytes": 65536, "encoding": "base64"}),
+        ),
+        (
             "file_write 64 KiB",
             "file_write",
             json!({"uri": p("written.txt"), "content": "x".repeat(65536), "overwrite": true}),
