@@ -1,7 +1,8 @@
 //! FA_sftp_* against OpenSSH's sshd started here on 127.0.0.1 (its own host key, key login):
 //! a 100 MiB round trip with its SHA-256 checked, listing, upload_dir, delete, a refused private
-//! endpoint, confinement of the local side, transfers interrupted halfway (cancelled, and cut by
-//! a relay), an unknown or changed host key refused, and sftp:// storage URIs.
+//! endpoint, confinement of the local side, transfers interrupted halfway (cancelled, cut by a
+//! relay for good, and cut once and resumed), an unknown or changed host key refused, and sftp://
+//! storage URIs.
 
 mod common;
 #[path = "common/peers.rs"]
@@ -40,9 +41,11 @@ async fn sftp_against_openssh() {
         Cutter::new(port, 12 << 20, Direction::Down),
         Cutter::new(port, 12 << 20, Direction::Up),
     );
+    // A network that drops once, halfway through a download, and comes back.
+    let flaky = Cutter::once(port, 12 << 20, Direction::Down);
     std::fs::write(
         dir.join("known_hosts"),
-        [port, down.port, up.port]
+        [port, down.port, up.port, flaky.port]
             .iter()
             .map(|p| sshd.known_hosts_line(*p))
             .collect::<String>(),
@@ -59,13 +62,15 @@ async fn sftp_against_openssh() {
     std::fs::write(dir.join("empty_known_hosts"), "").unwrap();
     let toml = format!(
         "[sftp.default]\n{}[sftp.closed]\n{}[sftp.stranger]\n{}[sftp.changed]\n{}\
-         [sftp.cut_down]\n{}[sftp.cut_up]\n{}",
+         [sftp.cut_down]\n{}[sftp.cut_up]\n{}[sftp.flaky]\n{}",
         profile(&sshd, port, "known_hosts", true),
         profile(&sshd, port, "known_hosts", false),
         profile(&sshd, port, "empty_known_hosts", true),
         profile(&sshd, port, "changed_known_hosts", true),
         profile(&sshd, down.port, "known_hosts", true),
         profile(&sshd, up.port, "known_hosts", true),
+        profile(&sshd, flaky.port, "known_hosts", true)
+            .replace("max_retries = 0", "max_retries = 3"),
     );
     let config = StorageConfig::parse(&toml, dir, &|_| None).unwrap();
     let h = Harness::with_storage(config, |_| {});
@@ -113,6 +118,20 @@ async fn sftp_against_openssh() {
     assert_eq!(r, Err("tool_failed".into()));
     assert!(down.cut(), "the relay never cut the download");
     assert!(!h.path("cut.bin").exists() && !h.path("cut.bin.part").exists());
+    // Cut once: the download is opened again at the byte it reached and ends whole.
+    let r = h
+        .call(
+            "FA_sftp_download_file",
+            json!({"remote_path": format!("{data}/cut-me.bin"), "target_path": h.p("resumed.bin"), "profile": "flaky"}),
+        )
+        .await;
+    assert!(r.is_ok(), "{r:?}");
+    assert!(flaky.cut(), "the relay never cut the download");
+    assert_eq!(
+        peers::sha256_of(&h.path("resumed.bin")),
+        peers::sha256_of(&h.path("cut-me.bin")),
+        "the resumed download differs"
+    );
     let r = h
         .call(
             "FA_sftp_upload_file",

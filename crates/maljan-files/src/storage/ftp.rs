@@ -205,6 +205,10 @@ macro_rules! with_conn {
 
 #[async_trait]
 impl RemoteFs for Ftp {
+    fn max_retries(&self) -> usize {
+        self.profile.network.max_retries
+    }
+
     fn scheme(&self) -> &'static str {
         "ftp"
     }

@@ -37,6 +37,9 @@ pub(crate) type ByteStream = BoxStream<'static, io::Result<Bytes>>;
 pub(crate) trait RemoteFs: Send + Sync + fmt::Debug + 'static {
     /// `sftp`, `ftp`, `webdav` (for messages).
     fn scheme(&self) -> &'static str;
+    /// How many times a read cut off is opened again at the byte it reached (the profile's
+    /// max_retries).
+    fn max_retries(&self) -> usize;
     /// None when nothing is at `path`.
     async fn stat(&self, path: &str) -> io::Result<Option<Entry>>;
     /// A directory's entries (without `.` and `..`).
@@ -61,6 +64,45 @@ pub(crate) struct FsStore {
     root: String,
     /// `sftp://host` (for Display).
     shown: String,
+}
+
+/// A read that a cut connection interrupted: opened again at the byte it reached, up to the
+/// profile's max_retries, as object_store resumes an object's GET, unless the file changed (its
+/// size or modification time) in between.
+struct Resumed {
+    store: FsStore,
+    path: String,
+    entry: Entry,
+    tries: usize,
+}
+
+impl Resumed {
+    async fn again(&mut self, cut: io::Error, at: u64) -> object_store::Result<ByteStream> {
+        let fs = &self.store.fs;
+        if self.tries >= fs.max_retries() {
+            return Err(self.store.err(&self.path, cut));
+        }
+        self.tries += 1;
+        // The scheme and the attempt only: a path is a tool argument, never logged.
+        tracing::info!(
+            scheme = fs.scheme(),
+            attempt = self.tries,
+            "a read was cut off; opening it again where it stopped"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(250 * self.tries as u64)).await;
+        let now = fs
+            .stat(&self.path)
+            .await
+            .map_err(|e| self.store.err(&self.path, e))?;
+        let same =
+            now.is_some_and(|n| n.size == self.entry.size && n.modified == self.entry.modified);
+        if !same {
+            return Err(self.store.err(&self.path, cut));
+        }
+        fs.read(&self.path, at)
+            .await
+            .map_err(|e| self.store.err(&self.path, e))
+    }
 }
 
 impl fmt::Debug for FsStore {
@@ -328,34 +370,46 @@ impl ObjectStore for FsStore {
         let payload = if options.head {
             futures::stream::empty().boxed()
         } else {
-            let store = self.clone();
-            let shown = path.clone();
             let stream = self
                 .fs
                 .read(&path, range.start)
                 .await
                 .map_err(|e| self.err(&path, e))?;
+            let read = Resumed {
+                store: self.clone(),
+                path,
+                entry: entry.clone(),
+                tries: 0,
+            };
             let left = range.end - range.start;
-            futures::stream::try_unfold((stream, left), move |(mut s, left)| {
-                let store = store.clone();
-                let shown = shown.clone();
-                async move {
-                    if left == 0 {
-                        return Ok(None);
-                    }
-                    match s.next().await {
-                        None => Ok(None),
-                        Some(Err(e)) => Err(store.err(&shown, e)),
-                        Some(Ok(mut b)) => {
-                            if b.len() as u64 > left {
-                                b.truncate(left as usize);
+            futures::stream::try_unfold(
+                (stream, left, range.start, read),
+                |(mut s, left, at, mut read)| async move {
+                    loop {
+                        if left == 0 {
+                            return Ok(None);
+                        }
+                        match s.next().await {
+                            // Ended before the size the stat gave: cut off as well.
+                            None => {
+                                let early = io::Error::new(
+                                    io::ErrorKind::UnexpectedEof,
+                                    format!("the read ended {left} bytes early"),
+                                );
+                                s = read.again(early, at).await?;
                             }
-                            let left = left - b.len() as u64;
-                            Ok(Some((b, (s, left))))
+                            Some(Ok(mut b)) => {
+                                if b.len() as u64 > left {
+                                    b.truncate(left as usize);
+                                }
+                                let n = b.len() as u64;
+                                return Ok(Some((b, (s, left - n, at + n, read))));
+                            }
+                            Some(Err(e)) => s = read.again(e, at).await?,
                         }
                     }
-                }
-            })
+                },
+            )
             .boxed()
         };
         Ok(GetResult {
@@ -552,6 +606,9 @@ mod tests {
 
     #[async_trait]
     impl RemoteFs for Nothing {
+        fn max_retries(&self) -> usize {
+            0
+        }
         fn scheme(&self) -> &'static str {
             "test"
         }

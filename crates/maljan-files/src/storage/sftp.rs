@@ -256,6 +256,10 @@ impl Sftp {
 
 #[async_trait]
 impl RemoteFs for Sftp {
+    fn max_retries(&self) -> usize {
+        self.profile.network.max_retries
+    }
+
     fn scheme(&self) -> &'static str {
         "sftp"
     }

@@ -253,6 +253,10 @@ fn percent_decode(s: &str) -> String {
 
 #[async_trait]
 impl RemoteFs for Webdav {
+    fn max_retries(&self) -> usize {
+        self.profile.network.max_retries
+    }
+
     fn scheme(&self) -> &'static str {
         "webdav"
     }
