@@ -166,6 +166,26 @@ impl Config {
         ))
     }
 
+    /// Whether `what`, which exists, may be replaced: the call must ask (overwrite=true) and the
+    /// server allow it (--allow-overwrite). Files and stored pipelines alike.
+    pub(crate) fn may_replace(&self, what: &str, overwrite: bool) -> Result<(), ToolError> {
+        if !overwrite {
+            return Err(refused(
+                "already_exists",
+                format!("{what} already exists"),
+                "pass overwrite=true to replace it",
+            ));
+        }
+        if !self.policy().allow_overwrite {
+            return Err(refused(
+                "overwrite_not_allowed",
+                format!("{what} already exists"),
+                "this server does not allow replacing (--allow-overwrite)",
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks that replacing an existing file at `target` is asked for and allowed; returns
     /// its size when there is one to replace.
     pub(crate) async fn replaceable(
@@ -183,20 +203,7 @@ impl Config {
                 target.shown()
             )));
         }
-        if !overwrite {
-            return Err(refused(
-                "already_exists",
-                format!("{} already exists", target.shown()),
-                "pass overwrite=true to replace it",
-            ));
-        }
-        if !self.policy().allow_overwrite {
-            return Err(refused(
-                "overwrite_not_allowed",
-                format!("{} already exists", target.shown()),
-                "this server does not allow replacing files (--allow-overwrite)",
-            ));
-        }
+        self.may_replace(&target.shown(), overwrite)?;
         Ok(Some(info.size))
     }
 

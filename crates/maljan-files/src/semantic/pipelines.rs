@@ -254,19 +254,11 @@ async fn pipeline_create(
         ));
     }
     let exists = c.stored(name).await?.is_some();
-    if exists && !a.overwrite.unwrap_or(false) {
-        return Err(refused(
-            "already_exists",
-            format!("a pipeline named {name} is stored"),
-            "pass overwrite=true to replace it",
-        ));
-    }
-    if exists && !c.semantic.policy.allow_overwrite {
-        return Err(refused(
-            "overwrite_not_allowed",
-            format!("a pipeline named {name} is stored"),
-            "this server does not allow replacing (--allow-overwrite)",
-        ));
+    if exists {
+        c.may_replace(
+            &format!("the pipeline {name}"),
+            a.overwrite.unwrap_or(false),
+        )?;
     }
     let mut actions: Vec<String> = tasks.iter().map(|(_, t)| t.name.clone()).collect();
     actions.sort();
