@@ -1,5 +1,5 @@
 //! The official conformance suite's server scenarios (the active suite) against the fixture server
-//! built on this framework (examples/conformance_server.rs), over streamable HTTP on loopback.
+//! built on this framework (examples/conformance_server/), over streamable HTTP on loopback.
 
 use std::{
     io::{BufRead, BufReader, Write},

@@ -2,8 +2,12 @@
 //!
 //! Plain tools (text, errors, progress) go through the framework's registry exactly as maljan's
 //! own servers do; the suite's fixtures that need what a tool server never uses — image, audio and
-//! resource content, logging, sampling, elicitation, resources, prompts, completion — are answered
-//! by a thin handler wrapped around the framework's. Run: `conformance_server 127.0.0.1:PORT`.
+//! resource content, logging, sampling, elicitation, resources, prompts, completion, and the
+//! 2026-07-28 multi-round-trip requests ([`mrtr`]) — are answered by a thin handler wrapped
+//! around the framework's. Run: `conformance_server 127.0.0.1:PORT`.
+
+mod mrtr;
+mod stateless;
 
 use std::{sync::Arc, time::Duration};
 
@@ -58,6 +62,7 @@ fn framework_tools() -> Registry {
 struct Conformance {
     tools: McpHandler,
     extra_tools: Arc<Vec<Tool>>,
+    states: Arc<mrtr::States>,
 }
 
 fn tool(name: &str, description: &str, schema: Value) -> Tool {
@@ -125,6 +130,15 @@ fn from_json<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, McpError> {
     serde_json::from_value(v).map_err(|e| McpError::internal_error(e.to_string(), None))
 }
 
+/// A result written as JSON, marked `resultType: "complete"` as 2026-07-28 requires of every
+/// result (rmcp's constructors do the same, and rmcp drops the field for older peers).
+fn complete_result<T: serde::de::DeserializeOwned>(mut v: Value) -> Result<T, McpError> {
+    if let Value::Object(map) = &mut v {
+        map.insert("resultType".into(), json!("complete"));
+    }
+    from_json(v)
+}
+
 fn text(t: impl Into<String>) -> CallToolResponse {
     CallToolResult::success(vec![ContentBlock::text(t)]).into()
 }
@@ -138,16 +152,16 @@ impl Conformance {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let result: CallToolResult = match name {
-            "test_image_content" => {
-                from_json(json!({"content":[{"type":"image","data":PNG,"mimeType":"image/png"}]}))?
-            }
-            "test_audio_content" => {
-                from_json(json!({"content":[{"type":"audio","data":WAV,"mimeType":"audio/wav"}]}))?
-            }
-            "test_embedded_resource" => from_json(
+            "test_image_content" => complete_result(
+                json!({"content":[{"type":"image","data":PNG,"mimeType":"image/png"}]}),
+            )?,
+            "test_audio_content" => complete_result(
+                json!({"content":[{"type":"audio","data":WAV,"mimeType":"audio/wav"}]}),
+            )?,
+            "test_embedded_resource" => complete_result(
                 json!({"content":[{"type":"resource","resource":{"uri":"test://embedded-resource","mimeType":"text/plain","text":"This is an embedded resource content."}}]}),
             )?,
-            "test_multiple_content_types" => from_json(json!({"content":[
+            "test_multiple_content_types" => complete_result(json!({"content":[
                 {"type":"text","text":"Multiple content types test:"},
                 {"type":"image","data":PNG,"mimeType":"image/png"},
                 {"type":"resource","resource":{"uri":"test://mixed-content-resource","mimeType":"application/json","text":"{\"test\":\"data\",\"value\":123}"}}]}))?,
@@ -275,6 +289,12 @@ impl ServerHandler for Conformance {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        if stateless::is_tool(&request.name) {
+            return stateless::call(&request.name, &ctx).await;
+        }
+        if mrtr::is_tool(&request.name) {
+            return mrtr::call(&self.states, &request, &ctx);
+        }
         if self.extra_tools.iter().any(|t| t.name == request.name) {
             let args = request.arguments.clone().unwrap_or_default();
             return self.call_extra(&request.name, args, ctx).await;
@@ -295,7 +315,7 @@ impl ServerHandler for Conformance {
         _request: CompleteRequestParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
-        from_json(
+        complete_result(
             json!({"completion": {"values": ["paris", "park", "party"], "total": 3, "hasMore": false}}),
         )
     }
@@ -305,7 +325,7 @@ impl ServerHandler for Conformance {
         _r: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        from_json(json!({"resources": [
+        complete_result(json!({"resources": [
             {"uri":"test://static-text","name":"static-text","description":"A static text resource","mimeType":"text/plain"},
             {"uri":"test://static-binary","name":"static-binary","description":"A static binary resource","mimeType":"image/png"},
             {"uri":"test://watched-resource","name":"watched-resource","description":"A resource to subscribe to","mimeType":"text/plain"}]}))
@@ -316,7 +336,7 @@ impl ServerHandler for Conformance {
         _r: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        from_json(
+        complete_result(
             json!({"resourceTemplates": [{"uriTemplate":"test://template/{id}/data","name":"template","description":"A templated resource","mimeType":"application/json"}]}),
         )
     }
@@ -350,8 +370,17 @@ impl ServerHandler for Conformance {
                 }
             },
         };
-        let result: ReadResourceResult = from_json(json!({"contents": [contents]}))?;
+        let result: ReadResourceResult = complete_result(json!({"contents": [contents]}))?;
         Ok(result.into())
+    }
+
+    /// `subscriptions/listen` (2026-07-28): every category asked for that the server
+    /// advertises; rmcp acknowledges it and keeps the stream open until the client cancels.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(requested.clone())
     }
 
     async fn subscribe(
@@ -375,14 +404,15 @@ impl ServerHandler for Conformance {
         _r: Option<PaginatedRequestParams>,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        from_json(json!({"prompts": [
+        complete_result(json!({"prompts": [
             {"name":"test_simple_prompt","description":"A simple prompt"},
             {"name":"test_prompt_with_arguments","description":"A prompt with arguments","arguments":[
                 {"name":"arg1","description":"First test argument","required":true},
                 {"name":"arg2","description":"Second test argument","required":true}]},
             {"name":"test_prompt_with_embedded_resource","description":"A prompt with a resource","arguments":[
                 {"name":"resourceUri","description":"URI of the resource to embed","required":true}]},
-            {"name":"test_prompt_with_image","description":"A prompt with an image"}]}))
+            {"name":"test_prompt_with_image","description":"A prompt with an image"},
+            {"name":mrtr::PROMPT,"description":"A prompt that asks the client for its context first"}]}))
     }
 
     async fn get_prompt(
@@ -390,6 +420,9 @@ impl ServerHandler for Conformance {
         request: GetPromptRequestParams,
         _ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
+        if request.name == mrtr::PROMPT {
+            return mrtr::prompt(&request);
+        }
         let args = request.arguments.clone().unwrap_or_default();
         let arg = |k: &str| {
             args.get(k)
@@ -417,7 +450,7 @@ impl ServerHandler for Conformance {
                 ));
             }
         };
-        let result: GetPromptResult = from_json(json!({"messages": messages}))?;
+        let result: GetPromptResult = complete_result(json!({"messages": messages}))?;
         Ok(result.into())
     }
 }
@@ -435,7 +468,14 @@ async fn main() -> anyhow::Result<()> {
     );
     let handler = Conformance {
         tools: McpHandler::new(server),
-        extra_tools: Arc::new(extra_tools()),
+        extra_tools: Arc::new(
+            extra_tools()
+                .into_iter()
+                .chain(mrtr::tools())
+                .chain(stateless::tools())
+                .collect(),
+        ),
+        states: Arc::new(mrtr::States::new()),
     };
     maljan_server::serve_http_with(handler, HttpOptions::new(addr), Default::default()).await
 }
