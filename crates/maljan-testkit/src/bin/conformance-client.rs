@@ -4,7 +4,11 @@
 //! server's streamable-HTTP URL as the last argument and the scenario in MCP_CONFORMANCE_SCENARIO.
 //! It connects through a one-server runtime (breaker, cap, ledger in memory), reads the tools, and
 //! calls what the scenario expects: `tools_call` → add_numbers(a, b); `sse-retry` →
-//! test_reconnection; anything else → the handshake and tools/list only.
+//! test_reconnection; a scenario whose context (MCP_CONFORMANCE_CONTEXT) lists `toolCalls` →
+//! those calls with their arguments; anything else → every tool the runtime kept from
+//! tools/list, with no arguments, one after another (a tool whose `x-mcp-header` annotations are
+//! invalid is dropped there, and an `input_required` round is answered by the runtime's decline
+//! policy).
 //!
 //! An `auth/*` scenario signs in first, as `maljan servers login` does (the runtime's OAuth, its
 //! tokens sealed in a temporary data directory): the authorization-code grant, with the
@@ -24,12 +28,17 @@ use maljan_client::{
 };
 use serde_json::{Value, json};
 
-/// The OAuth settings a scenario's context asks for.
-fn oauth_for(scenario: &str) -> OAuthConfig {
-    let context: Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
+/// The scenario's context, as the suite passes it.
+fn context() -> Value {
+    std::env::var("MCP_CONFORMANCE_CONTEXT")
         .ok()
         .and_then(|c| serde_json::from_str(&c).ok())
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// The OAuth settings a scenario's context asks for.
+fn oauth_for(scenario: &str) -> OAuthConfig {
+    let context = context();
     let text = |k: &str| context[k].as_str().unwrap_or_default().to_string();
     OAuthConfig {
         grant: if scenario.contains("client-credentials") {
@@ -166,11 +175,31 @@ async fn run(
         view.protocol_version,
         view.tools.len()
     );
-    let call = match scenario {
-        "tools_call" => Some(("add_numbers", json!({"a": 5, "b": 3}))),
-        "sse-retry" => Some(("test_reconnection", json!({}))),
-        s if s.starts_with("auth/") => view.tools.first().map(|t| (t.name.as_str(), json!({}))),
-        _ => None,
+    // Whether the scenario named its calls (a failed one fails the run), or the client is calling
+    // whatever it was given (a tool's error is then just its answer).
+    let mut named = true;
+    let calls: Vec<(String, Value)> = match scenario {
+        "tools_call" => vec![("add_numbers".into(), json!({"a": 5, "b": 3}))],
+        "sse-retry" => vec![("test_reconnection".into(), json!({}))],
+        s if s.starts_with("auth/") => view
+            .tools
+            .first()
+            .map(|t| (t.name.clone(), json!({})))
+            .into_iter()
+            .collect(),
+        _ => match context()["toolCalls"].as_array() {
+            Some(listed) => listed
+                .iter()
+                .filter_map(|c| Some((c["name"].as_str()?.to_string(), c["arguments"].clone())))
+                .collect(),
+            None => {
+                named = false;
+                view.tools
+                    .iter()
+                    .map(|t| (t.name.clone(), json!({})))
+                    .collect()
+            }
+        },
     };
     if scenario == "sse-retry" {
         // rmcp opens its standalone GET stream on its own task once the session is initialized.
@@ -181,13 +210,16 @@ async fn run(
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     }
     let mut outcome = Ok(());
-    if let Some((tool, args)) = call {
-        let rec = server.call(tool, args).await;
+    for (tool, args) in calls {
+        let rec = server.call(&tool, args).await;
         match &rec.error {
             None => eprintln!("{tool}: {}", rec.text()),
             Some(e) => {
                 eprintln!("{tool} failed: [{}] {}", e.code, e.message);
-                outcome = Err(needed_scope(&e.message));
+                let scope = needed_scope(&e.message);
+                if outcome.is_ok() && (named || scope.is_some()) {
+                    outcome = Err(scope);
+                }
             }
         }
     }
