@@ -99,6 +99,7 @@ async fn main() {
         oauth: None,
         base_dir: dir.path().to_path_buf(),
         stderr_file: None,
+        input_policy: Default::default(),
     };
     let bare = transport::connect(&fixture(), &opts).await.unwrap();
     let args = json!({"path": "/tmp/sample.bin", "n": 1});

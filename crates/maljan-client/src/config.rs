@@ -444,6 +444,9 @@ pub struct McpConfig {
     /// The longest answer read from a stdio server, in bytes. A longer one is skipped as it
     /// arrives (never held whole) and its call fails saying so.
     pub max_answer_bytes: usize,
+    /// What the runtime answers when a server asks the client something mid-call (an
+    /// elicitation form, its roots, a completion from its model).
+    pub input_policy: InputPolicy,
 }
 
 impl Default for McpConfig {
@@ -451,8 +454,24 @@ impl Default for McpConfig {
         Self {
             breaker: BreakerConfig::default(),
             max_answer_bytes: 16 * 1024 * 1024,
+            input_policy: InputPolicy::default(),
         }
     }
+}
+
+/// `core.mcp.input_policy`: maljan runs jobs without a person at the keyboard, so nothing it
+/// answers a server may wait for one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum InputPolicy {
+    /// Decline every elicitation, with the reason; no roots; a request for a completion from
+    /// the client's model ends the call.
+    #[default]
+    Decline,
+    /// As `decline`, but a form elicitation whose every required field has a default in its
+    /// schema is accepted with those defaults (SEP-1034): a server that offers a safe answer
+    /// gets it.
+    Defaults,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]

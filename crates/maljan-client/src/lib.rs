@@ -44,8 +44,8 @@ pub mod transport;
 
 pub use breaker::{Breaker, RestEvent};
 pub use config::{
-    BreakerConfig, Config, ConfigError, LlmConfig, LlmFallback, OAuthConfig, OAuthGrant,
-    ServerConfig, TransportKind,
+    BreakerConfig, Config, ConfigError, InputPolicy, LlmConfig, LlmFallback, OAuthConfig,
+    OAuthGrant, ServerConfig, TransportKind,
 };
 pub use job::{
     CallRecord, Job, JobSpec, JobStatus, ProgressFn, Sample, SampleStore, ServerHandle,

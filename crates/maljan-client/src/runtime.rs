@@ -16,7 +16,7 @@ use tokio::sync::Semaphore;
 
 use crate::{
     breaker::{Breaker, Ticket, Verdict},
-    config::{Config, ServerConfig},
+    config::{Config, InputPolicy, ServerConfig},
     ledger::Ledger,
     manifest::{self, ServerView},
     outcome::CallError,
@@ -212,6 +212,7 @@ pub struct ServerSlot {
     conn: tokio::sync::Mutex<Option<Arc<Connection>>>,
     timeout_connect: Duration,
     max_answer_bytes: usize,
+    input_policy: InputPolicy,
     base_dir: std::path::PathBuf,
     data_dir: std::path::PathBuf,
     keys: KeySource,
@@ -249,6 +250,7 @@ impl ServerSlot {
             conn: tokio::sync::Mutex::new(None),
             timeout_connect: b.connect_timeout(),
             max_answer_bytes: config.core.mcp.max_answer_bytes,
+            input_policy: config.core.mcp.input_policy,
             base_dir: config.base_dir(),
             data_dir: config.data_dir.clone(),
             keys,
@@ -305,6 +307,7 @@ impl ServerSlot {
             }),
             base_dir: self.base_dir.clone(),
             stderr_file: Some(transport::stderr_file(&self.data_dir, &self.name)),
+            input_policy: self.input_policy,
         })
     }
 

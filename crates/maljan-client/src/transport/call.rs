@@ -103,7 +103,7 @@ impl Connection {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.call_once(params.clone(), left).await? {
                 Round::Done(reply) => return Ok(reply),
-                Round::InputRequired(asked) => match input::decline(asked) {
+                Round::InputRequired(asked) => match input::answer(asked, self.input_policy) {
                     Ok((responses, state)) => {
                         params.input_responses = responses;
                         params.request_state = state;

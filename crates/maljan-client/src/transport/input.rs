@@ -1,11 +1,22 @@
-//! What the runtime answers when a 2026-07-28 server's result is `input_required` (the server
-//! asks the client something before it goes on): maljan runs jobs without a person, so its policy
-//! declines, with a reason, and never waits. An elicitation is declined (`action: decline`), a
-//! roots request gets no roots, a state-only round is retried as the protocol asks; a request to
+//! What the runtime answers when a server asks the client something before it goes on: a
+//! 2026-07-28 result that is `input_required`, or an older server's `elicitation/create` request
+//! ([`Unattended`], the rmcp client handler). maljan runs jobs without a person, so nothing here
+//! waits: by `core.mcp.input_policy` an elicitation is declined with the reason (or, under
+//! `defaults`, accepted with the defaults its schema gives for every required field), a roots
+//! request gets no roots, a state-only round is retried as the protocol asks; a request to
 //! sample the client's model ends the call, since there is no declining shape for it.
 
-use rmcp::model::{InputRequest, InputRequiredResult, InputResponses};
-use serde_json::json;
+use rmcp::{
+    ClientHandler, ErrorData, RoleClient,
+    model::{
+        ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction, InputRequest,
+        InputRequiredResult, InputResponses,
+    },
+    service::RequestContext,
+};
+use serde_json::{Map, Value, json};
+
+use crate::config::InputPolicy;
 
 /// Said to the server with every decline, and to the caller when the call ends for it.
 pub(crate) const DECLINE_REASON: &str =
@@ -14,16 +25,74 @@ pub(crate) const DECLINE_REASON: &str =
 /// How many input-required rounds a call answers before the runtime ends it.
 pub(crate) const MAX_INPUT_ROUNDS: usize = 3;
 
-/// The retry's `inputResponses` and echoed `requestState`, or why the call ends here.
-pub(crate) fn decline(
+/// The rmcp client handler: the client's declared capabilities, and the answer to an older
+/// server's `elicitation/create` by the policy.
+#[derive(Clone)]
+pub(crate) struct Unattended {
+    pub(crate) config: ClientConfig,
+    pub(crate) policy: InputPolicy,
+}
+
+impl ClientHandler for Unattended {
+    fn get_info(&self) -> ClientConfig {
+        self.config.clone()
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        Ok(serde_json::from_value(elicitation(&request, self.policy))
+            .unwrap_or_else(|_| ElicitResult::new(ElicitationAction::Decline)))
+    }
+}
+
+/// The answer to one elicitation (form or URL) under `policy`, as the wire has it.
+fn elicitation(request: &ElicitRequestParams, policy: InputPolicy) -> Value {
+    if policy == InputPolicy::Defaults
+        && let ElicitRequestParams::FormElicitationParams {
+            requested_schema, ..
+        } = request
+        && let Some(content) = serde_json::to_value(requested_schema)
+            .ok()
+            .and_then(|schema| defaults(&schema))
+    {
+        return json!({"action": "accept", "content": content});
+    }
+    json!({"action": "decline", "_meta": {"maljan/reason": DECLINE_REASON}})
+}
+
+/// Every default a form's schema gives, when they answer each field it requires; `None` when a
+/// required field has none (only a person could answer it).
+fn defaults(schema: &Value) -> Option<Map<String, Value>> {
+    let properties = schema["properties"].as_object()?;
+    let mut content = Map::new();
+    for (field, spec) in properties {
+        if let Some(default) = spec.get("default") {
+            content.insert(field.clone(), default.clone());
+        }
+    }
+    let required = schema["required"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    required
+        .iter()
+        .all(|field| field.as_str().is_some_and(|f| content.contains_key(f)))
+        .then_some(content)
+}
+
+/// The retry's `inputResponses` and echoed `requestState` under `policy`, or why the call ends
+/// here.
+pub(crate) fn answer(
     asked: InputRequiredResult,
+    policy: InputPolicy,
 ) -> Result<(Option<InputResponses>, Option<String>), String> {
     let mut responses = InputResponses::new();
     for (key, request) in asked.input_requests.unwrap_or_default() {
         let answer = match request {
-            InputRequest::Elicitation(_) => {
-                json!({"action": "decline", "_meta": {"maljan/reason": DECLINE_REASON}})
-            }
+            InputRequest::Elicitation(asked) => elicitation(&asked.params, policy),
             InputRequest::ListRoots(_) => json!({"roots": []}),
             InputRequest::CreateMessage(_) => {
                 return Err(format!(
@@ -50,6 +119,55 @@ pub(crate) fn decline(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn decline(
+        asked: InputRequiredResult,
+    ) -> Result<(Option<InputResponses>, Option<String>), String> {
+        answer(asked, InputPolicy::Decline)
+    }
+
+    fn form(schema: Value) -> InputRequiredResult {
+        asked(json!({
+            "resultType": "input_required",
+            "inputRequests": {"f": {"method": "elicitation/create", "params": {
+                "message": "fill in", "requestedSchema": schema}}}
+        }))
+    }
+
+    #[test]
+    fn defaults_policy_accepts_a_form_its_defaults_answer() {
+        let (responses, _) = answer(
+            form(json!({"type": "object", "properties": {
+                "name": {"type": "string", "default": "John Doe"},
+                "age": {"type": "integer", "default": 30},
+                "note": {"type": "string"}}, "required": ["name"]})),
+            InputPolicy::Defaults,
+        )
+        .unwrap();
+        let f = &responses.unwrap()["f"];
+        assert_eq!(f["action"], "accept");
+        assert_eq!(f["content"], json!({"name": "John Doe", "age": 30}));
+    }
+
+    #[test]
+    fn defaults_policy_declines_a_required_field_without_one() {
+        let (responses, _) = answer(
+            form(json!({"type": "object", "properties": {
+                "name": {"type": "string"}, "age": {"type": "integer", "default": 30}},
+                "required": ["name"]})),
+            InputPolicy::Defaults,
+        )
+        .unwrap();
+        assert_eq!(responses.unwrap()["f"]["action"], "decline");
+    }
+
+    #[test]
+    fn decline_policy_declines_even_a_form_with_defaults() {
+        let (responses, _) = decline(form(json!({"type": "object", "properties": {
+            "name": {"type": "string", "default": "x"}}})))
+        .unwrap();
+        assert_eq!(responses.unwrap()["f"]["action"], "decline");
+    }
 
     fn asked(v: serde_json::Value) -> InputRequiredResult {
         serde_json::from_value(v).unwrap()

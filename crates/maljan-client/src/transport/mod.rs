@@ -49,7 +49,7 @@ use rmcp::{
 use serde_json::Value;
 
 use crate::{
-    config::{ServerConfig, TransportKind},
+    config::{InputPolicy, ServerConfig, TransportKind},
     redact::scrub_urls,
     secrets::Secret,
 };
@@ -169,8 +169,10 @@ pub struct PeerInfo {
 
 /// One live connection to one server.
 pub struct Connection {
-    service: RunningService<RoleClient, ClientConfig>,
+    service: RunningService<RoleClient, input::Unattended>,
     peer: Peer<RoleClient>,
+    /// How this connection answers a server that asks the client something.
+    input_policy: InputPolicy,
     pub via: Via,
     pub info: PeerInfo,
     child: Mutex<Option<stdio::ChildGuard>>,
@@ -204,11 +206,13 @@ pub struct ConnectOptions {
     pub base_dir: PathBuf,
     /// Where a stdio server's stderr is mirrored.
     pub stderr_file: Option<PathBuf>,
+    /// `core.mcp.input_policy`.
+    pub input_policy: InputPolicy,
 }
 
-/// Form elicitation is declared so that a 2026-07-28 server asks (an `input_required` result the
-/// policy in `input` declines) instead of failing the call for a missing capability; an older
-/// server's `elicitation/create` gets rmcp's default answer, a decline.
+/// Form elicitation is declared so that a server asks (an `input_required` result, or an older
+/// server's `elicitation/create`), which the policy in `input` answers, instead of failing the
+/// call for a missing capability.
 fn client_config() -> ClientConfig {
     let mut capabilities = ClientCapabilities::default();
     let mut elicitation = ElicitationCapability::new();
@@ -285,14 +289,19 @@ fn inner_reason(u: &Unanswered) -> String {
 async fn handshake<T, E, A>(
     transport: T,
     timeout: Duration,
-) -> Result<RunningService<RoleClient, ClientConfig>, Unanswered>
+    policy: InputPolicy,
+) -> Result<RunningService<RoleClient, input::Unattended>, Unanswered>
 where
     T: rmcp::transport::IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
     match tokio::time::timeout(
         timeout,
-        client_config().serve_with_lifecycle(
+        input::Unattended {
+            config: client_config(),
+            policy,
+        }
+        .serve_with_lifecycle(
             discover::LegacyDiscoverReply::new(transport.into_transport()),
             lifecycle(),
         ),
@@ -310,8 +319,9 @@ where
     }
 }
 
-fn finish(service: RunningService<RoleClient, ClientConfig>, via: Via) -> Connection {
+fn finish(service: RunningService<RoleClient, input::Unattended>, via: Via) -> Connection {
     let peer = service.peer().clone();
+    let input_policy = service.service().policy;
     let info = match peer.peer_info() {
         Some(i) => PeerInfo {
             protocol_version: i.protocol_version.to_string(),
@@ -329,6 +339,7 @@ fn finish(service: RunningService<RoleClient, ClientConfig>, via: Via) -> Connec
     Connection {
         service,
         peer,
+        input_policy,
         via,
         info,
         child: Mutex::new(None),
@@ -346,7 +357,7 @@ async fn connect_stdio(
         .map_err(Unanswered::Unreachable)?;
     let faults = Arc::new(lines::Faults::default());
     let transport = lines::LineTransport::new(stdout, stdin, opts.max_answer_bytes, faults.clone());
-    match handshake(transport, opts.timeout).await {
+    match handshake(transport, opts.timeout, opts.input_policy).await {
         Ok(service) => {
             let mut conn = finish(service, Via::Stdio);
             conn.stderr = Some(child.stderr.clone());
@@ -386,13 +397,13 @@ async fn connect_streamable(
         .max_json_response_size(64 * 1024 * 1024)
         .max_sse_event_size(64 * 1024 * 1024);
     let service = if let Some(ctx) = &opts.oauth {
-        oauth::handshake(url.as_str(), tc, ctx, opts.timeout).await?
+        oauth::handshake(url.as_str(), tc, ctx, opts.timeout, opts.input_policy).await?
     } else {
         if let Some(token) = opts.auth.as_ref().filter(|t| !t.is_empty()) {
             tc = tc.auth_header(token.expose().to_string());
         }
         let transport = StreamableHttpClientTransport::with_client(http_client(), tc);
-        handshake(transport, opts.timeout).await?
+        handshake(transport, opts.timeout, opts.input_policy).await?
     };
     Ok(finish(service, Via::StreamableHttp))
 }
@@ -406,7 +417,7 @@ async fn connect_sse(cfg: &ServerConfig, opts: &ConnectOptions) -> Result<Connec
     let transport = sse::SseTransport::connect(http_client(), url, auth, opts.timeout)
         .await
         .map_err(|e| Unanswered::Unreachable(e.to_string()))?;
-    let service = handshake(transport, opts.timeout).await?;
+    let service = handshake(transport, opts.timeout, opts.input_policy).await?;
     Ok(finish(service, Via::LegacySse))
 }
 

@@ -10,6 +10,10 @@
 //! invalid is dropped there, and an `input_required` round is answered by the runtime's decline
 //! policy).
 //!
+//! It runs as an operator who set `core.mcp.input_policy = "defaults"`: a form whose every
+//! required field has a default is accepted with those defaults (SEP-1034), anything else is
+//! declined with the reason.
+//!
 //! An `auth/*` scenario signs in first, as `maljan servers login` does (the runtime's OAuth, its
 //! tokens sealed in a temporary data directory): the authorization-code grant, with the
 //! "browser" an HTTP client that opens the authorization URL and follows its redirect to the
@@ -23,8 +27,8 @@
 use std::process::ExitCode;
 
 use maljan_client::{
-    BreakerConfig, Config, JobSpec, KeySource, Ledger, OAuthConfig, OAuthGrant, Runtime,
-    ServerConfig, TransportKind, transport::oauth,
+    BreakerConfig, Config, InputPolicy, JobSpec, KeySource, Ledger, OAuthConfig, OAuthGrant,
+    Runtime, ServerConfig, TransportKind, transport::oauth,
 };
 use serde_json::{Value, json};
 
@@ -143,6 +147,7 @@ async fn run(
         data_dir: data.to_path_buf(),
         ..Default::default()
     };
+    config.core.mcp.input_policy = InputPolicy::Defaults;
     config.core.mcp.breaker = BreakerConfig {
         call_timeout_seconds: 20.0,
         connect_timeout_seconds: 20.0,

@@ -366,8 +366,9 @@ pub(crate) async fn handshake(
     config: rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig,
     ctx: &OAuthContext,
     timeout: Duration,
+    policy: crate::config::InputPolicy,
 ) -> Result<
-    rmcp::service::RunningService<rmcp::RoleClient, rmcp::model::ClientConfig>,
+    rmcp::service::RunningService<rmcp::RoleClient, super::input::Unattended>,
     super::Unanswered,
 > {
     use super::Unanswered;
@@ -383,7 +384,7 @@ pub(crate) async fn handshake(
     let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
     // A server that still asks for authorization after the client did its part (no stored
     // sign-in, a refresh token it no longer takes) needs a person: say which command.
-    super::handshake(transport, timeout)
+    super::handshake(transport, timeout, policy)
         .await
         .map_err(|u| match u {
             Unanswered::Unreachable(why) if why.to_lowercase().contains("auth") => {
