@@ -510,6 +510,9 @@ pub(crate) async fn read_view(
             Reply::ScopeRequired(scope) => Err(Some(format!(
                 "capabilities failed: the token lacks the OAuth scope '{scope}'"
             ))),
+            Reply::SignInRequired => Err(Some(
+                "capabilities failed: the server no longer accepts the stored sign-in".into(),
+            )),
         }
     } else {
         Err(None)
@@ -570,6 +573,16 @@ pub(crate) fn read_reply(reply: Reply) -> (Option<Value>, Option<CallError>) {
                 .with_remediation(
                     "add the scope to the server's oauth.scopes in the config and sign in again (`maljan servers login NAME`)",
                 ),
+            ),
+        ),
+        Reply::SignInRequired => (
+            None,
+            Some(
+                CallError::new(
+                    ErrorCode::NotConfigured,
+                    "the server no longer accepts the stored sign-in (HTTP 401 with the token sent; it could not be refreshed)",
+                )
+                .with_remediation("sign in again: `maljan servers login NAME`"),
             ),
         ),
     }

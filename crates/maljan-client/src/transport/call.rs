@@ -47,6 +47,9 @@ impl Connection {
                 Classified::Answer(Reply::ScopeRequired(scope)) => Unanswered::Unreachable(
                     format!("tools/list failed: the token lacks the OAuth scope '{scope}'"),
                 ),
+                Classified::Answer(Reply::SignInRequired) => Unanswered::Unreachable(
+                    "tools/list failed: the server no longer accepts the stored sign-in (HTTP 401); sign in again".into(),
+                ),
                 Classified::Answer(Reply::Result(_)) => {
                     Unanswered::Unreachable("tools/list failed".into())
                 }
@@ -137,7 +140,7 @@ impl Connection {
             Ok(h) => h,
             Err(Classified::Unanswered(u)) => return Err(u),
             // Refused before it was sent (a 403 for the token's scope): an answer all the same.
-            Err(Classified::Answer(reply @ Reply::ScopeRequired(_))) => {
+            Err(Classified::Answer(reply @ (Reply::ScopeRequired(_) | Reply::SignInRequired))) => {
                 return Ok(Round::Done(reply));
             }
             Err(Classified::Answer(_)) => {
@@ -191,6 +194,7 @@ fn reply_type(reply: &Reply) -> Option<String> {
         Reply::Unusable(_) => Some("unusable_answer".into()),
         Reply::Declined(_) => Some("input_declined".into()),
         Reply::ScopeRequired(_) => Some("insufficient_scope".into()),
+        Reply::SignInRequired => Some("invalid_token".into()),
     }
 }
 

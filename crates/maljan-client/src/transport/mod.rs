@@ -111,6 +111,10 @@ pub enum Reply {
     /// The server refused the token for this call (HTTP 403 `insufficient_scope`): the scope its
     /// challenge names, when it names one. A person must sign in again with it.
     ScopeRequired(String),
+    /// The server no longer takes the stored sign-in (HTTP 401 once the token was sent and could
+    /// not be refreshed: revoked, expired for good, or the server moved to another authorization
+    /// server). A person must sign in again.
+    SignInRequired,
 }
 
 /// One tool as the server's tools/list described it.
@@ -514,6 +518,9 @@ impl Connection {
                 if let Some(scope) = insufficient_scope(&err) {
                     return Classified::Answer(Reply::ScopeRequired(scope));
                 }
+                if refused_sign_in(&err) {
+                    return Classified::Answer(Reply::SignInRequired);
+                }
                 if self.peer.is_transport_closed() {
                     self.dead.store(true, Ordering::Relaxed);
                 }
@@ -556,6 +563,19 @@ fn insufficient_scope(err: &rmcp::transport::DynamicTransportError) -> Option<St
         source = current.source();
     }
     None
+}
+
+/// Whether a request could not be sent because the server answered 401 to the client's token.
+fn refused_sign_in(err: &rmcp::transport::DynamicTransportError) -> bool {
+    use rmcp::transport::streamable_http_client::AuthRequiredError;
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(current) = source {
+        if current.downcast_ref::<AuthRequiredError>().is_some() {
+            return true;
+        }
+        source = current.source();
+    }
+    false
 }
 
 /// rmcp names the transport's Rust type inside its errors ("Transport [rmcp::…] error: "); people

@@ -102,11 +102,15 @@ async fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let mut outcome = run(&url, &scenario, data.path(), oauth_config.clone()).await;
-    if let (Err(Some(scope)), Some(o)) = (&outcome, oauth_config.as_mut()) {
-        // Step up: the scope the refusal named, added to those asked for, and a new sign-in.
-        for s in scope.split_whitespace() {
-            if !o.scopes.iter().any(|have| have == s) {
-                o.scopes.push(s.to_string());
+    if let (Err(Some(again)), Some(o)) = (&outcome, oauth_config.as_mut()) {
+        // Step up: the scope the refusal named, added to those asked for; or the same sign-in
+        // again, for a server that no longer takes the stored one. Either way once, as a person
+        // would run `maljan servers login` once.
+        if let SignInAgain::ForScope(scope) = again {
+            for s in scope.split_whitespace() {
+                if !o.scopes.iter().any(|have| have == s) {
+                    o.scopes.push(s.to_string());
+                }
             }
         }
         eprintln!("signing in again with scopes {:?}", o.scopes);
@@ -135,14 +139,33 @@ async fn sign_in(url: &str, o: &OAuthConfig, data: &std::path::Path) -> Result<(
     Ok(())
 }
 
-/// Connects through a fresh runtime and calls what the scenario expects. `Err(Some(scope))`: a
-/// call was refused for lacking that OAuth scope.
+/// Why a run ends asking for another sign-in.
+enum SignInAgain {
+    /// A call was refused for lacking this OAuth scope (403 insufficient_scope).
+    ForScope(String),
+    /// The server no longer takes the stored sign-in (401 with the token sent).
+    Refused,
+}
+
+impl SignInAgain {
+    /// What the runtime's error says, if it asks for another sign-in.
+    fn from_error(message: &str, remediation: &str) -> Option<Self> {
+        if let Some(scope) = needed_scope(message) {
+            return Some(Self::ForScope(scope));
+        }
+        (message.contains("sign in again") || remediation.contains("servers login"))
+            .then_some(Self::Refused)
+    }
+}
+
+/// Connects through a fresh runtime and calls what the scenario expects. `Err(Some(again))`: the
+/// server asked for another sign-in.
 async fn run(
     url: &str,
     scenario: &str,
     data: &std::path::Path,
     oauth: Option<OAuthConfig>,
-) -> Result<(), Option<String>> {
+) -> Result<(), Option<SignInAgain>> {
     let mut config = Config {
         data_dir: data.to_path_buf(),
         ..Default::default()
@@ -173,7 +196,7 @@ async fn run(
     let server = job.server("conformance").expect("configured above");
     let view = server.view().await.map_err(|e| {
         eprintln!("connect failed: {} ({})", e.message, e.remediation);
-        None
+        SignInAgain::from_error(&e.message, &e.remediation)
     })?;
     eprintln!(
         "connected: protocol {}, {} tools",
@@ -221,9 +244,9 @@ async fn run(
             None => eprintln!("{tool}: {}", rec.text()),
             Some(e) => {
                 eprintln!("{tool} failed: [{}] {}", e.code, e.message);
-                let scope = needed_scope(&e.message);
-                if outcome.is_ok() && (named || scope.is_some()) {
-                    outcome = Err(scope);
+                let again = SignInAgain::from_error(&e.message, &e.remediation);
+                if outcome.is_ok() && (named || again.is_some()) {
+                    outcome = Err(again);
                 }
             }
         }

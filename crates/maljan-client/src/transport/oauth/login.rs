@@ -92,7 +92,25 @@ async fn browser_login(
         request = request.with_challenge(challenge);
     }
     if !ctx.config.scopes.is_empty() {
-        request = request.with_scopes(ctx.config.scopes.clone());
+        // Signing in again for a scope (a step-up) asks for what the last sign-in was granted as
+        // well, so the new token does not lose it (SEP-2350).
+        let granted = SealedStore {
+            file: ctx.file.clone(),
+            keys: ctx.keys.clone(),
+            mint: None,
+        }
+        .read()
+        .ok()
+        .flatten()
+        .map(|held| held.granted_scopes)
+        .unwrap_or_default();
+        let mut scopes = granted;
+        for s in &ctx.config.scopes {
+            if !scopes.contains(s) {
+                scopes.push(s.clone());
+            }
+        }
+        request = request.with_scopes(scopes);
     }
     if !ctx.config.client_metadata_url.is_empty() {
         request = request.with_client_metadata_url(ctx.config.client_metadata_url.clone());

@@ -337,27 +337,40 @@ async fn fresh_token(url: &str, ctx: &OAuthContext) -> Result<Secret, String> {
 /// The `WWW-Authenticate` challenge of the server's 401 to an unauthenticated request: rmcp starts
 /// discovery from its `resource_metadata` (RFC 9728) and `scope`.
 async fn challenge_of(url: &str) -> Option<String> {
-    let body = serde_json::json!({
+    // The client's first request: `server/discover` (2026-07-28) and, for an older server that
+    // lets it through, `initialize`. A server may leave either unprotected and challenge only
+    // the other, so each is asked until one answers 401.
+    let discover = serde_json::json!({
+        "jsonrpc": "2.0", "id": 0, "method": "server/discover",
+        "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                             "io.modelcontextprotocol/clientCapabilities": {}}}
+    });
+    let initialize = serde_json::json!({
         "jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {},
                    "clientInfo": {"name": "maljan", "version": env!("CARGO_PKG_VERSION")}}
     });
-    let answer = super::http_client()
-        .post(url)
-        .header("accept", "application/json, text/event-stream")
-        .json(&body)
-        .timeout(Duration::from_secs(15))
-        .send()
-        .await
-        .ok()?;
-    if answer.status() != reqwest::StatusCode::UNAUTHORIZED {
-        return None;
+    for (body, version) in [(discover, "2026-07-28"), (initialize, "2025-11-25")] {
+        let Ok(answer) = super::http_client()
+            .post(url)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", version)
+            .json(&body)
+            .timeout(Duration::from_secs(15))
+            .send()
+            .await
+        else {
+            return None;
+        };
+        if answer.status() == reqwest::StatusCode::UNAUTHORIZED {
+            return answer
+                .headers()
+                .get(reqwest::header::WWW_AUTHENTICATE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+        }
     }
-    answer
-        .headers()
-        .get(reqwest::header::WWW_AUTHENTICATE)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string)
+    None
 }
 
 /// The streamable-HTTP handshake with the server's token on every request.
