@@ -74,6 +74,16 @@ if [ ! -f "$drives_stamp" ]; then
       'google-api-python-client==2.202.0' 'google-auth==2.62.2' >&2
   touch "$drives_stamp"
 fi
+# Google's official Cloud Storage SDK checks the GCS XML API of fixture-drives (its XML multipart
+# upload, V4 signed URLs, google-auth's self-signed JWTs), which stands in for GCS in gcs_backend.rs.
+gcs_stamp="$PEERS/.installed-gcs-v1"
+if [ ! -f "$gcs_stamp" ]; then
+  echo "installing google-cloud-storage into $PEERS/venv (once)" >&2
+  if [ ! -x "$PEERS/venv/bin/python" ]; then python3 -m venv "$PEERS/venv"; fi
+  "$PEERS/venv/bin/pip" install --quiet --disable-pip-version-check 'google-cloud-storage==3.17.2' \
+      'requests==2.34.2' 'google-auth==2.62.2' >&2
+  touch "$gcs_stamp"
+fi
 # The console's browser test (crates/maljan-console/tests/browser.rs) drives Debian's headless
 # Chromium over WebDriver (chromedriver from chromium-driver).
 console_stamp="$PEERS/.installed-console-v1"

@@ -1,12 +1,16 @@
 """The drives' official Python SDKs against maljan-testkit's fixture-drives.
 
-Usage: drive_sdk_check.py BASE_URL TOKEN DRIVE...  (DRIVE: dropbox, onedrive, box, google)
+Usage: drive_sdk_check.py BASE_URL TOKEN DRIVE...  (DRIVE: dropbox, onedrive, box, google, gcs)
+
+gcs (Google Cloud Storage's XML API) signs with the service account whose JSON key file
+MALJAN_GCS_KEY_FILE names, and reaches BASE_URL/storage.googleapis.com as its endpoint.
 
 Each SDK talks to its real hosts (https://api.dropboxapi.com/...); a requests adapter sends
 those requests to BASE_URL/<host>/<path> instead, so the SDK's own code builds every request and
 parses every answer. Prints one JSON object of what the SDKs read, for the Rust test to check.
 """
 
+import base64
 import hashlib
 import io
 import json
@@ -287,6 +291,111 @@ def check_google(base, token):
     return out
 
 
+def check_gcs(base, _token):
+    """google-cloud-storage over the XML API: its XML multipart upload (transfer_manager), and V4
+    signed URLs it makes (PUT, GET with Range, HEAD, DELETE, a precondition) sent with requests;
+    the bucket is made with its JSON call. Listing has no XML client in the SDK: the raw answer
+    goes back for the Rust test to check against the documented ListBucketResult."""
+    import datetime
+    import os
+    import tempfile
+    import xml.etree.ElementTree as ET
+
+    import google_crc32c
+    from google.api_core import exceptions as gexc
+    from google.auth.transport.requests import Request
+    from google.cloud import storage
+    from google.cloud.storage import transfer_manager
+    from google.oauth2 import service_account
+
+    endpoint = f"{base}/storage.googleapis.com"
+    info = json.load(open(os.environ["MALJAN_GCS_KEY_FILE"]))
+    creds = service_account.Credentials.from_service_account_info(
+        info, scopes=["https://www.googleapis.com/auth/devstorage.full_control"]
+    ).with_always_use_jwt_access(True)
+    client = storage.Client(
+        project=info["project_id"], credentials=creds, client_options={"api_endpoint": endpoint}
+    )
+    out = {}
+    bucket = client.create_bucket("sdk-bucket")
+    out["bucket"] = bucket.name
+    try:
+        client.create_bucket("sdk-bucket")
+        out["again"] = "no error"
+    except gexc.Conflict as e:
+        out["again"] = e.code
+
+    def code(r):
+        return [r.status_code, ET.fromstring(r.content).findtext("Code")]
+
+    # 3 parts of 5 MiB and a tail, uploaded concurrently by the SDK's XML multipart upload; it
+    # checks each part's x-goog-hash crc32c against its own.
+    data = b"".join(hashlib.sha256(b"%d" % i).digest() for i in range((16 << 20) // 32 + 100))
+    with tempfile.NamedTemporaryFile() as f:
+        f.write(data)
+        f.flush()
+        blob = bucket.blob("dir/big file+1.bin")
+        transfer_manager.upload_chunks_concurrently(
+            f.name, blob, chunk_size=5 << 20, worker_type=transfer_manager.THREAD, max_workers=3
+        )
+
+    def signed(b, method, headers=None):
+        return b.generate_signed_url(
+            version="v4", api_access_endpoint=endpoint, method=method, credentials=creds,
+            expiration=datetime.timedelta(minutes=5), headers=headers,
+        )
+
+    r = requests.get(signed(blob, "GET"))
+    crc = google_crc32c.Checksum(r.content)
+    ours = "crc32c=" + base64.b64encode(crc.digest()).decode()
+    out["download"] = [r.status_code, len(r.content) == len(data),
+                       hashlib.sha256(r.content).hexdigest() == hashlib.sha256(data).hexdigest(),
+                       ours in r.headers["x-goog-hash"], r.headers["etag"].endswith('-4"')]
+    r = requests.get(signed(blob, "GET"), headers={"Range": "bytes=100-199"})
+    out["range"] = [r.status_code, r.content == data[100:200], r.headers["content-range"]]
+    r = requests.get(signed(blob, "GET"), headers={"Range": f"bytes={len(data)}-"})
+    out["past_end"] = code(r)
+    r = requests.head(signed(blob, "HEAD"))
+    out["head"] = [r.status_code, int(r.headers["content-length"]) == len(data),
+                   bool(r.headers["x-goog-generation"]), bool(r.headers["last-modified"])]
+
+    small = bucket.blob("small.txt")
+    r = requests.put(signed(small, "PUT"), data=b"from the official SDK\n")
+    md5 = base64.b64encode(hashlib.md5(b"from the official SDK\n").digest()).decode()
+    out["put"] = [r.status_code, f"md5={md5}" in r.headers["x-goog-hash"], bool(r.headers["etag"])]
+    create_only = {"x-goog-if-generation-match": "0"}
+    r = requests.put(signed(small, "PUT", create_only), data=b"again", headers=create_only)
+    out["create_only"] = code(r)
+    bad_hash = {"x-goog-hash": "crc32c=AAAAAA=="}
+    r = requests.put(signed(small, "PUT", bad_hash), data=b"changed", headers=bad_hash)
+    out["bad_digest"] = code(r)
+    url = signed(small, "GET")
+    out["tampered"] = code(requests.get(url[:-1] + ("0" if url[-1] != "0" else "1")))
+    r = requests.delete(signed(small, "DELETE"))
+    out["delete"] = r.status_code
+    out["missing"] = code(requests.get(signed(small, "GET")))
+    out["missing_delete"] = code(requests.delete(signed(small, "DELETE")))
+
+    # An XML multipart upload cancelled with the SDK's own call (it wants 204).
+    from google.cloud.storage._media.requests import XMLMPUContainer
+
+    container = XMLMPUContainer(f"{endpoint}/sdk-bucket/cancelled.bin", "unused")
+    container.initiate(client._http, "application/octet-stream")
+    container.cancel(client._http)
+    out["cancelled"] = bool(container.upload_id)
+
+    # google-auth's self-signed JWT on the XML listing (no SDK client parses it).
+    creds.refresh(Request())
+    auth = {"Authorization": f"Bearer {creds.token}"}
+    q = "list-type=2&prefix=d&max-keys=1000"
+    out["list_xml"] = requests.get(f"{endpoint}/sdk-bucket?{q}", headers=auth).text
+    r = requests.get(f"{endpoint}/no-such-bucket?list-type=2", headers=auth)
+    out["no_bucket"] = code(r)
+    r = requests.get(f"{endpoint}/sdk-bucket?list-type=2", headers={"Authorization": "Bearer x.y.z"})
+    out["bad_token"] = code(r)
+    return out
+
+
 def main():
     base, token, drives = sys.argv[1], sys.argv[2], sys.argv[3:]
     checks = {
@@ -294,6 +403,7 @@ def main():
         "onedrive": check_onedrive,
         "box": check_box,
         "google": check_google,
+        "gcs": check_gcs,
     }
     print(json.dumps({d: checks[d](base, token) for d in drives}))
 

@@ -208,9 +208,20 @@ pub struct DriveFixture {
 impl DriveFixture {
     /// Starts the fixture; requests must carry `Bearer token`.
     pub fn start(token: &str) -> Self {
+        Self::start_with(token, &[])
+    }
+
+    /// Starts the fixture with its GCS trusting the service account whose JSON key is at
+    /// `key_file` (`host("storage.googleapis.com")` is then a GCS base URL).
+    pub fn start_gcs(token: &str, key_file: &std::path::Path) -> Self {
+        Self::start_with(token, &["--gcs-key".as_ref(), key_file.as_os_str()])
+    }
+
+    fn start_with(token: &str, extra: &[&std::ffi::OsStr]) -> Self {
         use std::io::BufRead;
         let mut child = Command::new(bin_path("fixture-drives"))
             .args(["--token", token])
+            .args(extra)
             .stdout(std::process::Stdio::piped())
             .spawn()
             .expect("start fixture-drives");

@@ -287,3 +287,50 @@ fn relay(
     pump(s2, c2, !up);
     let _ = t.join();
 }
+
+/// The client_email of the service accounts [`gcs_service_account`] makes.
+pub const GCS_CLIENT_EMAIL: &str = "maljan-test@maljan-test.iam.gserviceaccount.com";
+
+/// Writes a service-account JSON key, with a fresh 2048-bit RSA key made by the `openssl` CLI,
+/// to `dir/service-account.json` and returns its path.
+pub fn gcs_service_account(dir: &Path) -> std::path::PathBuf {
+    let out = Command::new("openssl")
+        .args([
+            "genpkey",
+            "-algorithm",
+            "RSA",
+            "-pkeyopt",
+            "rsa_keygen_bits:2048",
+        ])
+        .output()
+        .expect("run openssl (it makes the test's service-account key)");
+    assert!(
+        out.status.success(),
+        "openssl genpkey failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let key = serde_json::json!({
+        "type": "service_account",
+        "project_id": "maljan-test",
+        "private_key_id": "fixturekey1",
+        "private_key": String::from_utf8(out.stdout).unwrap(),
+        "client_email": GCS_CLIENT_EMAIL,
+        "client_id": "100000000000000000001",
+        "token_uri": "https://oauth2.googleapis.com/token",
+    });
+    let path = dir.join("service-account.json");
+    std::fs::write(&path, key.to_string()).unwrap();
+    path
+}
+
+/// Makes a bucket with google-cloud-storage's own call (the JSON API's buckets.insert).
+pub fn gcs_bucket(endpoint: &str, key_file: &Path, bucket: &str) {
+    python(&format!(
+        "from google.cloud import storage; from google.oauth2 import service_account; \
+         c = service_account.Credentials.from_service_account_file('{}', \
+         scopes=['https://www.googleapis.com/auth/devstorage.full_control']).with_always_use_jwt_access(True); \
+         storage.Client(project='maljan-test', credentials=c, \
+         client_options={{'api_endpoint': '{endpoint}'}}).create_bucket('{bucket}')",
+        key_file.display()
+    ));
+}

@@ -1,14 +1,18 @@
 //! The SaaS drive fixture behind `fixture-drives`: one in-memory server that answers the
 //! documented endpoints of Dropbox (API v2), OneDrive (Microsoft Graph v1.0 drive items, upload
 //! sessions, the identity platform's device-code login), Box (API 2.0 files, folders, uploads
-//! and chunked upload sessions) and Google Drive (API v3 files list/get/media, resumable
-//! uploads, permissions, the token refresh), each drive at a path named after its real host, so a
+//! and chunked upload sessions), Google Drive (API v3 files list/get/media, resumable uploads,
+//! permissions, the token refresh) and Google Cloud Storage (its XML API: objects with ranges and
+//! preconditions, listings, XML multipart uploads; see `gcs.rs`), each at a path named after its
+//! real host, so a
 //! client reaches `https://api.dropboxapi.com/2/files/list_folder` here as
 //! `http://127.0.0.1:PORT/api.dropboxapi.com/2/files/list_folder`.
 //!
 //! No emulator exists for these APIs; this one is held to them by the drives' official Python
 //! SDKs, which call it and parse its answers (`crates/maljan-files/tests/drive_fixture_speaks_the_sdks.rs`).
-//! Every request must carry `Authorization: Bearer TOKEN` (the token it was started with).
+//! Every request must carry `Authorization: Bearer TOKEN` (the token it was started with), except
+//! GCS's, which are signed by the service account given with `--gcs-key` (a self-signed JWT or a
+//! V4 signed URL, checked as Google checks them); GCS is held to google-cloud-storage likewise.
 //!
 //! Test controls (not part of any drive's API): `POST /_fixture/faults`
 //! `{"cut_download_after": BYTES, "times": N, "device_login": "declined"}` cuts the next N downloads after BYTES bytes (the
@@ -17,6 +21,7 @@
 
 mod boxapi;
 mod dropbox;
+mod gcs;
 mod google;
 mod onedrive;
 mod tree;
@@ -48,6 +53,7 @@ struct Inner {
     onedrive: onedrive::OneDrive,
     r#box: boxapi::BoxDrive,
     google: google::Google,
+    gcs: gcs::Gcs,
     /// Device-code logins declined instead of approved.
     decline_logins: bool,
     /// (bytes, times): cut the next `times` downloads after `bytes`.
@@ -69,6 +75,13 @@ impl Fixture {
             token: token.to_string(),
             state: Mutex::default(),
         })
+    }
+
+    /// A fixture whose GCS trusts the service account of this JSON key (its public half).
+    pub fn with_gcs_key(token: &str, json_key: &str) -> Result<Arc<Self>, String> {
+        let fx = Self::new(token);
+        fx.state.lock().unwrap().gcs.account = Some(gcs::Account::from_key(json_key)?);
+        Ok(fx)
     }
 
     pub fn router(self: &Arc<Self>) -> Router {
@@ -158,6 +171,7 @@ async fn handle(
             &json!({"type": "error", "status": 401, "code": "unauthorized", "message": "Unauthorized"}),
         ),
         "oauth2.googleapis.com" => google::token(&fx, &req),
+        "storage.googleapis.com" => gcs::handle(&fx, &req),
         "www.googleapis.com" if authorized || req.query.contains("upload_id=") => {
             google::handle(&fx, &req)
         }
