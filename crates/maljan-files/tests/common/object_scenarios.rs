@@ -34,6 +34,19 @@ pub const S3: Names = Names {
     dir_prefix: "key_prefix",
 };
 
+/// GCS's actions take S3's argument names (cloud_actions.rs).
+pub const GCS: Names = Names {
+    upload: "FA_gcs_upload_file",
+    download: "FA_gcs_download_file",
+    delete: "FA_gcs_delete_object",
+    list: "FA_gcs_list_bucket",
+    upload_dir: "FA_gcs_upload_dir",
+    bucket: "bucket",
+    key: "key",
+    prefix: "prefix",
+    dir_prefix: "key_prefix",
+};
+
 pub const AZURE: Names = Names {
     upload: "FA_azure_blob_upload_file",
     download: "FA_azure_blob_download_file",
@@ -343,7 +356,7 @@ pub fn resume_relays(server_port: u16) -> (Cutter, Cutter) {
     )
 }
 
-/// Builds the TOML profiles every scenario uses, around `table` (`s3` or `azure_blob`) and a
+/// Builds the TOML profiles every scenario uses, around `table` (`s3`, `azure_blob` or `gcs`) and a
 /// function giving a profile's body for an endpoint.
 pub fn profiles(
     table: &str,
