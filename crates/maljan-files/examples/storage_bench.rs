@@ -3,7 +3,8 @@
 //! beside boto3, azure-storage-blob and automation-file on the same servers.
 //!
 //! `storage_bench DIR FILE RUNS S3_URL AZURE_URL`: FILE lies in DIR (the root); prints one
-//! `backend op seconds` line per run.
+//! `backend op seconds` line per run. `storage_bench gcs DIR FILE RUNS BASE_URL KEY_FILE` times
+//! FA_gcs_upload_file / FA_gcs_download_file the same way (bench/gcs_bench.py).
 
 use std::{path::Path, time::Instant};
 
@@ -29,6 +30,11 @@ async fn call(server: &std::sync::Arc<ToolServer>, tool: &str, args: Value) {
 #[tokio::main]
 async fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
+    if let [gcs_mode, dir, file, runs, base, key] = a.as_slice()
+        && gcs_mode == "gcs"
+    {
+        return gcs(dir, file, runs.parse().unwrap(), base, key).await;
+    }
     let [dir, file, runs, s3, azure] = a.as_slice() else {
         panic!("usage: storage_bench DIR FILE RUNS S3_URL AZURE_URL");
     };
@@ -37,17 +43,7 @@ async fn main() {
         "[s3.default]\nendpoint_url = \"{s3}\"\naccess_key_id = \"test\"\nsecret_access_key = \"test\"\nallow_private_endpoint = true\n\
          [azure_blob.default]\naccount = \"devstoreaccount1\"\naccount_url = \"{azure}/devstoreaccount1\"\naccess_key = \"{AZURITE_KEY}\"\nallow_private_endpoint = true\n"
     );
-    let storage = StorageConfig::parse(&toml, Path::new("/"), &|_| None).unwrap();
-    let reg = registry(FilesConfig {
-        roots: Roots::new([dir]).unwrap(),
-        allow_loopback_downloads: false,
-        extraction: Default::default(),
-        storage,
-        state_dir: None,
-        automation: Default::default(),
-        semantic: Default::default(),
-    });
-    let server = ToolServer::new("bench", "0", reg);
+    let server = server(dir, &toml);
     let back = format!("{dir}/maljan-back.bin");
     for _ in 0..runs {
         let t = Instant::now();
@@ -82,5 +78,37 @@ async fn main() {
         )
         .await;
         println!("azure download {:.4}", t.elapsed().as_secs_f64());
+    }
+}
+
+fn server(dir: &str, toml: &str) -> std::sync::Arc<ToolServer> {
+    let storage = StorageConfig::parse(toml, Path::new("/"), &|_| None).unwrap();
+    let reg = registry(FilesConfig {
+        roots: Roots::new([dir]).unwrap(),
+        allow_loopback_downloads: false,
+        extraction: Default::default(),
+        storage,
+        state_dir: None,
+        automation: Default::default(),
+        semantic: Default::default(),
+    });
+    ToolServer::new("bench", "0", reg)
+}
+
+async fn gcs(dir: &str, file: &str, runs: usize, base: &str, key: &str) {
+    let toml = format!(
+        "[gcs.default]\nbase_url = \"{base}\"\nservice_account_key_file = \"{key}\"\nallow_private_endpoint = true\n"
+    );
+    let server = server(dir, &toml);
+    let back = format!("{dir}/maljan-back.bin");
+    for _ in 0..runs {
+        let t = Instant::now();
+        let up = json!({"file_path": file, "bucket": "bench", "key": "maljan.bin"});
+        call(&server, "FA_gcs_upload_file", up).await;
+        println!("gcs upload {:.4}", t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        let down = json!({"bucket": "bench", "key": "maljan.bin", "target_path": back});
+        call(&server, "FA_gcs_download_file", down).await;
+        println!("gcs download {:.4}", t.elapsed().as_secs_f64());
     }
 }
