@@ -76,6 +76,17 @@ fn no_args() -> Value {
     json!({"type": "object", "properties": {}})
 }
 
+/// A module's table of argument-free tools, as tools/list lists them.
+fn listed(table: &[(&str, &str)]) -> impl Iterator<Item = Tool> {
+    table
+        .iter()
+        .map(|(name, description)| tool(name, description, no_args()))
+}
+
+fn in_table(table: &[(&str, &str)], name: &str) -> bool {
+    table.iter().any(|(n, _)| *n == name)
+}
+
 fn extra_tools() -> Vec<Tool> {
     vec![
         tool("test_image_content", "Returns an image", no_args()),
@@ -289,10 +300,10 @@ impl ServerHandler for Conformance {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        if stateless::is_tool(&request.name) {
+        if in_table(&stateless::TOOLS, &request.name) {
             return stateless::call(&request.name, &ctx).await;
         }
-        if mrtr::is_tool(&request.name) {
+        if in_table(&mrtr::TOOLS, &request.name) {
             return mrtr::call(&self.states, &request, &ctx);
         }
         if self.extra_tools.iter().any(|t| t.name == request.name) {
@@ -471,8 +482,8 @@ async fn main() -> anyhow::Result<()> {
         extra_tools: Arc::new(
             extra_tools()
                 .into_iter()
-                .chain(mrtr::tools())
-                .chain(stateless::tools())
+                .chain(listed(&mrtr::TOOLS))
+                .chain(listed(&stateless::TOOLS))
                 .collect(),
         ),
         states: Arc::new(mrtr::States::new()),

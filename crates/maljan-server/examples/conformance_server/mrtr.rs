@@ -7,17 +7,18 @@ use maljan_server::rmcp::{
     ErrorData as McpError, RoleServer,
     model::{
         CallToolRequestParams, CallToolResponse, ClientCapabilities, GetPromptRequestParams,
-        GetPromptResponse, InputRequiredResult, InputResponses, RequestStateCodec, Tool,
+        GetPromptResponse, InputRequiredResult, InputResponses, RequestStateCodec,
     },
     service::RequestContext,
 };
 use serde_json::{Value, json};
 
-use crate::{complete_result, from_json, no_args, tool};
+use crate::{complete_result, from_json};
 
 pub const PROMPT: &str = "test_input_required_result_prompt";
 
-const TOOLS: [(&str, &str); 8] = [
+/// The tools (name, description), all without arguments.
+pub const TOOLS: [(&str, &str); 8] = [
     (
         "test_input_required_result_elicitation",
         "Asks the client for a name",
@@ -51,17 +52,6 @@ const TOOLS: [(&str, &str); 8] = [
         "Asks only for what the client declared",
     ),
 ];
-
-pub fn tools() -> Vec<Tool> {
-    TOOLS
-        .iter()
-        .map(|(name, description)| tool(name, description, no_args()))
-        .collect()
-}
-
-pub fn is_tool(name: &str) -> bool {
-    TOOLS.iter().any(|(n, _)| *n == name)
-}
 
 /// Seals and opens the states these tools hand out; one key per process.
 pub struct States(RequestStateCodec);

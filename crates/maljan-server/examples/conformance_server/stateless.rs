@@ -8,15 +8,16 @@ use maljan_server::rmcp::{
     ErrorData as McpError, RoleServer,
     model::{
         CallToolResponse, ClientCapabilities, ElicitationCapability, LoggingLevel,
-        LoggingMessageNotificationParam, SamplingCapability, Tool,
+        LoggingMessageNotificationParam, SamplingCapability,
     },
     service::RequestContext,
 };
 use serde_json::json;
 
-use crate::{complete_result, from_json, no_args, tool};
+use crate::{complete_result, from_json};
 
-const TOOLS: [(&str, &str); 3] = [
+/// The tools (name, description), all without arguments.
+pub const TOOLS: [(&str, &str); 3] = [
     (
         "test_missing_capability",
         "Needs the sampling capability declared with the request",
@@ -30,17 +31,6 @@ const TOOLS: [(&str, &str); 3] = [
         "Logs only when the request set a log level",
     ),
 ];
-
-pub fn tools() -> Vec<Tool> {
-    TOOLS
-        .iter()
-        .map(|(name, description)| tool(name, description, no_args()))
-        .collect()
-}
-
-pub fn is_tool(name: &str) -> bool {
-    TOOLS.iter().any(|(n, _)| *n == name)
-}
 
 fn declared(ctx: &RequestContext<RoleServer>) -> ClientCapabilities {
     ctx.meta.client_capabilities().unwrap_or_default()
