@@ -60,9 +60,16 @@ async fn sftp_against_openssh() {
     )
     .unwrap();
     std::fs::write(dir.join("empty_known_hosts"), "").unwrap();
+    // An RSA key: refused with the reason and the remedy, never half-used.
+    let made = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "rsa", "-b", "2048", "-N", "", "-f"])
+        .arg(dir.join("rsa_key"))
+        .status()
+        .expect("run ssh-keygen");
+    assert!(made.success(), "ssh-keygen -t rsa failed");
     let toml = format!(
         "[sftp.default]\n{}[sftp.closed]\n{}[sftp.stranger]\n{}[sftp.changed]\n{}\
-         [sftp.cut_down]\n{}[sftp.cut_up]\n{}[sftp.flaky]\n{}",
+         [sftp.cut_down]\n{}[sftp.cut_up]\n{}[sftp.flaky]\n{}[sftp.rsa]\n{}",
         profile(&sshd, port, "known_hosts", true),
         profile(&sshd, port, "known_hosts", false),
         profile(&sshd, port, "empty_known_hosts", true),
@@ -71,6 +78,7 @@ async fn sftp_against_openssh() {
         profile(&sshd, up.port, "known_hosts", true),
         profile(&sshd, flaky.port, "known_hosts", true)
             .replace("max_retries = 0", "max_retries = 3"),
+        profile(&sshd, port, "known_hosts", true).replace("user_key", "rsa_key"),
     );
     let config = StorageConfig::parse(&toml, dir, &|_| None).unwrap();
     let h = Harness::with_storage(config, |_| {});
@@ -99,6 +107,17 @@ async fn sftp_against_openssh() {
     assert_eq!(
         std::fs::read_to_string(dir.join("empty_known_hosts")).unwrap(),
         ""
+    );
+    let (code, message) = h
+        .error(
+            "FA_sftp_list_dir",
+            json!({"remote_path": data, "profile": "rsa"}),
+        )
+        .await;
+    assert_eq!(code, "not_configured", "{message}");
+    assert!(
+        message.contains("RSA key") && message.contains("Ed25519"),
+        "{message}"
     );
 
     // A connection cut halfway through a transfer (the relay passes 12 MiB, then refuses).

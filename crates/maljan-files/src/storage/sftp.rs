@@ -29,6 +29,10 @@ use super::{
     remote_profiles::SftpProfile,
 };
 
+/// What to do about a private key maljan cannot use.
+const RSA_REMEDY: &str = "give an Ed25519 or ECDSA key in OpenSSH format (`ssh-keygen -t ed25519`, \
+     its public half in the server's authorized_keys) and its private_key_passphrase if it has one";
+
 /// Bytes asked for per read from the file (russh-sftp pipelines the requests).
 const READ_CHUNK: usize = 256 << 10;
 
@@ -198,7 +202,19 @@ impl Sftp {
                 ToolError::not_configured(format!(
                     "the [sftp] profile's private_key cannot be read: {e}"
                 ))
+                .with_remediation(RSA_REMEDY)
             })?;
+            // RSA is left out on purpose: the rsa crate's private-key operations are not
+            // constant-time (RUSTSEC-2023-0071, the Marvin attack), so the key is refused here,
+            // saying why, rather than failing later as a login the server refused.
+            if matches!(key.algorithm(), russh::keys::Algorithm::Rsa { .. }) {
+                return Err(ToolError::not_configured(
+                    "the [sftp] profile's private_key is an RSA key: Ed25519 and ECDSA keys are \
+                     accepted, RSA keys are not (their signing is not constant-time in the Rust \
+                     implementation, RUSTSEC-2023-0071)",
+                )
+                .with_remediation(RSA_REMEDY));
+            }
             let key = PrivateKeyWithHashAlg::new(Arc::new(key), None);
             handle
                 .authenticate_publickey(&p.username, key)
