@@ -233,11 +233,11 @@ async fn run(
         // rmcp opens its standalone GET stream on its own task once the session is initialized.
         // sse-retry takes the first GET it sees after the tool call's POST as the client's
         // reconnection, so a GET that lands just after the POST is mistaken for it (seen once in
-        // CI: "Could not measure timing"); and when the suite's server sends a request of its own
-        // during a call (elicitation-sep1034-client-defaults) before the GET stream is up, the
-        // call waits out its deadline (seen in test runs, never from a shell). Letting that GET
-        // go out first gives every scenario the order it measures. (2026-07-28 has no session
-        // and no standalone stream.)
+        // CI: "Could not measure timing"); and elicitation-sep1034-client-defaults's server sends
+        // its elicitation request with no related request, which the TypeScript SDK routes to
+        // the GET stream and drops while that stream is not open (the call then waits out its
+        // deadline: seen under `cargo test`). Letting that GET go out first gives every scenario
+        // the order it measures. (2026-07-28 has no session and no standalone stream.)
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     }
     let mut outcome = Ok(());
