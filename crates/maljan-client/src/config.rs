@@ -468,9 +468,8 @@ pub enum InputPolicy {
     /// the client's model ends the call.
     #[default]
     Decline,
-    /// As `decline`, but a form elicitation whose every required field has a default in its
-    /// schema is accepted with those defaults (SEP-1034): a server that offers a safe answer
-    /// gets it.
+    /// As `decline`, but a form elicitation whose schema gives a default for every field it
+    /// asks for is accepted with those defaults (SEP-1034): the answer is the server's own.
     Defaults,
 }
 

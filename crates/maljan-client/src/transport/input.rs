@@ -2,7 +2,7 @@
 //! 2026-07-28 result that is `input_required`, or an older server's `elicitation/create` request
 //! ([`Unattended`], the rmcp client handler). maljan runs jobs without a person, so nothing here
 //! waits: by `core.mcp.input_policy` an elicitation is declined with the reason (or, under
-//! `defaults`, accepted with the defaults its schema gives for every required field), a roots
+//! `defaults`, accepted when its schema gives a default for every field it asks for), a roots
 //! request gets no roots, a state-only round is retried as the protocol asks; a request to
 //! sample the client's model ends the call, since there is no declining shape for it.
 
@@ -63,24 +63,16 @@ fn elicitation(request: &ElicitRequestParams, policy: InputPolicy) -> Value {
     json!({"action": "decline", "_meta": {"maljan/reason": DECLINE_REASON}})
 }
 
-/// Every default a form's schema gives, when they answer each field it requires; `None` when a
-/// required field has none (only a person could answer it).
+/// The form's answer made of its schema's defaults alone: `None` unless every field it asks for
+/// has one. A field without a default, required or not, needs a person (an empty "accept" to a
+/// confirmation form would read as consent).
 fn defaults(schema: &Value) -> Option<Map<String, Value>> {
     let properties = schema["properties"].as_object()?;
-    let mut content = Map::new();
-    for (field, spec) in properties {
-        if let Some(default) = spec.get("default") {
-            content.insert(field.clone(), default.clone());
-        }
-    }
-    let required = schema["required"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    required
+    let content: Map<String, Value> = properties
         .iter()
-        .all(|field| field.as_str().is_some_and(|f| content.contains_key(f)))
-        .then_some(content)
+        .map(|(field, spec)| Some((field.clone(), spec.get("default")?.clone())))
+        .collect::<Option<_>>()?;
+    (!content.is_empty()).then_some(content)
 }
 
 /// The retry's `inputResponses` and echoed `requestState` under `policy`, or why the call ends
@@ -139,8 +131,7 @@ mod tests {
         let (responses, _) = answer(
             form(json!({"type": "object", "properties": {
                 "name": {"type": "string", "default": "John Doe"},
-                "age": {"type": "integer", "default": 30},
-                "note": {"type": "string"}}, "required": ["name"]})),
+                "age": {"type": "integer", "default": 30}}, "required": ["name"]})),
             InputPolicy::Defaults,
         )
         .unwrap();
@@ -150,15 +141,18 @@ mod tests {
     }
 
     #[test]
-    fn defaults_policy_declines_a_required_field_without_one() {
-        let (responses, _) = answer(
-            form(json!({"type": "object", "properties": {
+    fn defaults_policy_declines_a_field_without_one_required_or_not() {
+        for schema in [
+            json!({"type": "object", "properties": {
                 "name": {"type": "string"}, "age": {"type": "integer", "default": 30}},
-                "required": ["name"]})),
-            InputPolicy::Defaults,
-        )
-        .unwrap();
-        assert_eq!(responses.unwrap()["f"]["action"], "decline");
+                "required": ["name"]}),
+            json!({"type": "object", "properties": {
+                "confirmed": {"type": "boolean"}, "age": {"type": "integer", "default": 30}}}),
+            json!({"type": "object", "properties": {}}),
+        ] {
+            let (responses, _) = answer(form(schema.clone()), InputPolicy::Defaults).unwrap();
+            assert_eq!(responses.unwrap()["f"]["action"], "decline", "{schema}");
+        }
     }
 
     #[test]

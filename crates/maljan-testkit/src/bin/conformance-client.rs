@@ -10,8 +10,8 @@
 //! invalid is dropped there, and an `input_required` round is answered by the runtime's decline
 //! policy).
 //!
-//! It runs as an operator who set `core.mcp.input_policy = "defaults"`: a form whose every
-//! required field has a default is accepted with those defaults (SEP-1034), anything else is
+//! It runs as an operator who set `core.mcp.input_policy = "defaults"`: a form whose schema gives
+//! a default for every field is accepted with those defaults (SEP-1034), anything else is
 //! declined with the reason.
 //!
 //! An `auth/*` scenario signs in first, as `maljan servers login` does (the runtime's OAuth, its
