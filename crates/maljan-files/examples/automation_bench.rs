@@ -80,13 +80,8 @@ async fn main() {
     });
     let mut reg = registry_with_clock(
         FilesConfig {
-            roots: Roots::new([&root]).unwrap(),
-            allow_loopback_downloads: false,
-            extraction: Default::default(),
-            storage: Default::default(),
             state_dir: Some(root.join(".state")),
-            automation: Default::default(),
-            semantic: Default::default(),
+            ..FilesConfig::rooted(Roots::new([&root]).unwrap())
         },
         clock,
     );

@@ -19,15 +19,7 @@ async fn main() -> anyhow::Result<()> {
         }
     }
     let roots = Roots::new(&dirs)?;
-    let registry = registry(FilesConfig {
-        roots,
-        allow_loopback_downloads: false,
-        extraction: Default::default(),
-        storage: Default::default(),
-        state_dir: None,
-        automation: Default::default(),
-        semantic: Default::default(),
-    });
+    let registry = registry(FilesConfig::rooted(roots));
     let server = ToolServer::new("maljan-files", env!("CARGO_PKG_VERSION"), registry);
     serve_stdio(server, StdioOptions::default()).await
 }

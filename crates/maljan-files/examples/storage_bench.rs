@@ -84,13 +84,8 @@ async fn main() {
 fn server(dir: &str, toml: &str) -> std::sync::Arc<ToolServer> {
     let storage = StorageConfig::parse(toml, Path::new("/"), &|_| None).unwrap();
     let reg = registry(FilesConfig {
-        roots: Roots::new([dir]).unwrap(),
-        allow_loopback_downloads: false,
-        extraction: Default::default(),
         storage,
-        state_dir: None,
-        automation: Default::default(),
-        semantic: Default::default(),
+        ..FilesConfig::rooted(Roots::new([dir]).unwrap())
     });
     ToolServer::new("bench", "0", reg)
 }

@@ -38,13 +38,8 @@ async fn main() {
     );
     let storage = StorageConfig::parse(&toml, Path::new("/"), &|_| None).unwrap();
     let reg = registry(FilesConfig {
-        roots: Roots::new([root]).unwrap(),
-        allow_loopback_downloads: false,
-        extraction: Default::default(),
         storage,
-        state_dir: None,
-        automation: Default::default(),
-        semantic: Default::default(),
+        ..FilesConfig::rooted(Roots::new([root]).unwrap())
     });
     let server = ToolServer::new("bench", "0", reg);
     for run in 0..runs {

@@ -86,6 +86,23 @@ pub struct FilesConfig {
     pub semantic: SemanticPolicy,
 }
 
+impl FilesConfig {
+    /// The roots and nothing else: no loopback downloads, default extraction bounds, no storage
+    /// profiles, state in memory, no automation settings, no semantic root. Tests and benches
+    /// start from it (`FilesConfig { storage, ..FilesConfig::rooted(roots) }`).
+    pub fn rooted(roots: Roots) -> Self {
+        Self {
+            roots,
+            allow_loopback_downloads: false,
+            extraction: ExtractionLimits::default(),
+            storage: StorageConfig::default(),
+            state_dir: None,
+            automation: AutomationConfig::default(),
+            semantic: SemanticPolicy::default(),
+        }
+    }
+}
+
 /// What the operator decides for the automation actions.
 #[derive(Debug, Clone, Default)]
 pub struct AutomationConfig {

@@ -370,15 +370,9 @@ async fn refusals(h: &Harness) {
         Err("bad_argument".into())
     );
 
-    let reg = maljan_files::registry(FilesConfig {
-        roots: maljan_server::Roots::new([h.root()]).unwrap(),
-        allow_loopback_downloads: false,
-        extraction: Default::default(),
-        storage: StorageConfig::default(),
-        state_dir: None,
-        automation: Default::default(),
-        semantic: Default::default(),
-    });
+    let reg = maljan_files::registry(FilesConfig::rooted(
+        maljan_server::Roots::new([h.root()]).unwrap(),
+    ));
     let schema = &reg.get("FA_dropbox_later_init").unwrap().input_schema;
     assert_eq!(
         schema["properties"]["oauth2_access_token"]["writeOnly"], true,

@@ -242,15 +242,9 @@ async fn onedrive_against_the_fixture() {
 }
 
 fn read_only_hides_the_writers(h: &Harness) {
-    let reg = maljan_files::registry(maljan_files::FilesConfig {
-        roots: maljan_server::Roots::new([h.root()]).unwrap(),
-        allow_loopback_downloads: false,
-        extraction: Default::default(),
-        storage: StorageConfig::default(),
-        state_dir: None,
-        automation: Default::default(),
-        semantic: Default::default(),
-    });
+    let reg = maljan_files::registry(maljan_files::FilesConfig::rooted(
+        maljan_server::Roots::new([h.root()]).unwrap(),
+    ));
     let mut drives: Vec<(String, bool)> = reg
         .tools()
         .iter()

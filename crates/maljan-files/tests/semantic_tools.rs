@@ -38,13 +38,9 @@ fn built(
     let shown = root.to_string_lossy().into_owned();
     let mut reg = registry_with_clock(
         FilesConfig {
-            roots: Roots::new([root]).unwrap(),
-            allow_loopback_downloads: false,
-            extraction: Default::default(),
             storage,
-            state_dir: None,
-            automation: Default::default(),
             semantic: policy(&shown),
+            ..FilesConfig::rooted(Roots::new([root]).unwrap())
         },
         Arc::new(SystemClock),
     );

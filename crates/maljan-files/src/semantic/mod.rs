@@ -320,15 +320,9 @@ mod tests {
     #[test]
     fn every_semantic_tool_is_registered_under_its_listed_name() {
         let dir = tempfile::tempdir().unwrap();
-        let reg = crate::registry(crate::FilesConfig {
-            roots: Roots::new([dir.path()]).unwrap(),
-            allow_loopback_downloads: false,
-            extraction: Default::default(),
-            storage: Default::default(),
-            state_dir: None,
-            automation: Default::default(),
-            semantic: Default::default(),
-        });
+        let reg = crate::registry(crate::FilesConfig::rooted(
+            Roots::new([dir.path()]).unwrap(),
+        ));
         let mut served: Vec<&str> = reg.names().filter(|n| !n.starts_with("FA_")).collect();
         let mut listed = TOOLS.to_vec();
         served.sort();

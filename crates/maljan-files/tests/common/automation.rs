@@ -17,13 +17,8 @@ pub fn serve(
 ) -> Arc<ToolServer> {
     let mut reg = registry_with_clock(
         FilesConfig {
-            roots: Roots::new([root]).unwrap(),
-            allow_loopback_downloads: false,
-            extraction: Default::default(),
-            storage: Default::default(),
             state_dir: state.map(Path::to_path_buf),
-            automation: Default::default(),
-            semantic: Default::default(),
+            ..FilesConfig::rooted(Roots::new([root]).unwrap())
         },
         clock,
     );

@@ -53,13 +53,10 @@ impl Harness {
         let dir = tempfile::tempdir().unwrap();
         let roots = Roots::new([dir.path()]).unwrap();
         let mut reg = registry(FilesConfig {
-            roots,
             allow_loopback_downloads: loopback,
             extraction,
             storage,
-            state_dir: None,
-            automation: Default::default(),
-            semantic: Default::default(),
+            ..FilesConfig::rooted(roots)
         });
         narrow(&mut reg);
         let server = ToolServer::new("files-test", "0", reg);
