@@ -33,6 +33,8 @@ import subprocess
 import sys
 import tempfile
 
+from storage_bench import collect, payload
+
 SDK_SCRIPT = r"""
 import datetime, json, sys, time
 import requests
@@ -62,14 +64,6 @@ for _ in range(int(runs)):
 """
 
 
-def collect(lines: str) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {}
-    for line in lines.splitlines():
-        *name, secs = line.split()
-        out.setdefault(" ".join(name), []).append(float(secs))
-    return out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--size-mib", type=int, default=100)
@@ -95,9 +89,7 @@ def main() -> None:
         data = os.path.join(work, "data")
         os.mkdir(data)
         path = os.path.join(data, "payload.bin")
-        with open(path, "wb") as f:
-            for _ in range(a.size_mib):
-                f.write(os.urandom(1 << 20))
+        payload(path, a.size_mib)
         subprocess.run([py, "-c", SDK_SCRIPT, endpoint, key, path, "", "0"], check=True)
         runs = a.runs + 1  # the first is the warm-up
         ours = subprocess.run([a.bin, "gcs", data, path, str(runs), endpoint, key],

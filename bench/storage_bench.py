@@ -81,6 +81,13 @@ def collect(lines: str) -> dict[str, list[float]]:
     return out
 
 
+def payload(path: str, mib: int) -> None:
+    """Writes `mib` MiB of random bytes to `path`, one MiB at a time."""
+    with open(path, "wb") as f:
+        for _ in range(mib):
+            f.write(os.urandom(1 << 20))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--size-mib", type=int, default=256)
@@ -106,9 +113,7 @@ def main() -> None:
         data = os.path.join(work, "data")
         os.mkdir(data)
         path = os.path.join(data, "payload.bin")
-        with open(path, "wb") as f:
-            for _ in range(a.size_mib):
-                f.write(os.urandom(1 << 20))
+        payload(path, a.size_mib)
         runs = a.runs + 1  # the first is the warm-up
         ours = subprocess.run([a.bin, data, path, str(runs), s3_url, az_url], check=True, capture_output=True, text=True).stdout
         theirs = subprocess.run([py, "-c", AF_SCRIPT, s3_url, az_url, path, os.path.join(data, "af-back.bin"), str(runs), AZ_KEY],

@@ -21,32 +21,14 @@ import argparse
 import getpass
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+from storage_bench import collect, free_port, payload, start
 
 FTP_PASSWORD = "bench-pw"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start(cmd: list[str], port: int) -> subprocess.Popen:
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return p
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit(f"{cmd[0]} did not listen")
 
 
 FTPD = r"""
@@ -84,14 +66,6 @@ for _ in range(int(runs)):
 """
 
 
-def collect(lines: str) -> dict[str, list[float]]:
-    out: dict[str, list[float]] = {}
-    for line in lines.splitlines():
-        *name, secs = line.split()
-        out.setdefault(" ".join(name), []).append(float(secs))
-    return out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--size-mib", type=int, default=256)
@@ -126,9 +100,7 @@ def main() -> None:
         data = os.path.join(work, "data")
         os.mkdir(data)
         path = os.path.join(data, "payload.bin")
-        with open(path, "wb") as f:
-            for _ in range(a.size_mib):
-                f.write(os.urandom(1 << 20))
+        payload(path, a.size_mib)
         key = os.path.join(work, "user_key")
         user = getpass.getuser()
         runs = a.runs + 1  # the first is the warm-up
