@@ -13,6 +13,16 @@ use maljan_testkit::DriveFixture;
 use serde_json::{Value, json};
 
 fn sdk_check(fixture: &DriveFixture, drives: &[&str]) -> Value {
+    sdk_check_with(fixture, drives, &[])
+}
+
+/// `drive_sdk_check.py` for `drives`, with `env` set for it (GCS reads its service-account key
+/// from MALJAN_GCS_KEY_FILE); its one JSON line, by drive.
+fn sdk_check_with(
+    fixture: &DriveFixture,
+    drives: &[&str],
+    env: &[(&str, &std::path::Path)],
+) -> Value {
     let py = peers::peer("MALJAN_PY");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/drive_sdk_check.py");
     let out = std::process::Command::new(py)
@@ -20,6 +30,7 @@ fn sdk_check(fixture: &DriveFixture, drives: &[&str]) -> Value {
         .arg(&fixture.url)
         .arg(&fixture.token)
         .args(drives)
+        .envs(env.iter().copied())
         .output()
         .expect("run the SDK check");
     assert!(
@@ -134,22 +145,7 @@ fn google_cloud_storage_reads_the_fixture() {
     let dir = tempfile::tempdir().unwrap();
     let key = peers::gcs_service_account(dir.path());
     let fixture = DriveFixture::start_gcs("sdk-token", &key);
-    let py = peers::peer("MALJAN_PY");
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/drive_sdk_check.py");
-    let out = std::process::Command::new(py)
-        .arg(script)
-        .arg(&fixture.url)
-        .arg("unused")
-        .arg("gcs")
-        .env("MALJAN_GCS_KEY_FILE", &key)
-        .output()
-        .expect("run the SDK check");
-    assert!(
-        out.status.success(),
-        "google-cloud-storage could not use the fixture (scripts/peers.sh installs it):\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let all: Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
+    let all = sdk_check_with(&fixture, &["gcs"], &[("MALJAN_GCS_KEY_FILE", &key)]);
     let got = &all["gcs"];
     assert_eq!(got["bucket"], "sdk-bucket");
     assert_eq!(got["again"], 409);
