@@ -6,7 +6,7 @@ use std::{path::PathBuf, time::Duration};
 use rmcp::transport::auth::{AuthorizationManager, AuthorizationRequest, OAuthState};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{OAuthContext, SealedStore, challenge_of, fresh_token, plain};
+use super::{OAuthContext, challenge_of, fresh_token, plain};
 use crate::config::OAuthGrant;
 
 /// What a finished login says (nothing secret).
@@ -39,12 +39,8 @@ pub async fn login(
         }
         OAuthGrant::AuthorizationCode => browser_login(url, ctx, wait, show_url).await?,
     }
-    let store = SealedStore {
-        file: ctx.file.clone(),
-        keys: ctx.keys.clone(),
-        mint: None,
-    };
-    let held = store
+    let held = ctx
+        .store()
         .read()
         .map_err(plain)?
         .ok_or("the authorization server gave no token")?;
@@ -82,11 +78,7 @@ async fn browser_login(
 
     crate::transport::install_tls_provider();
     let mut manager = AuthorizationManager::new(url).await.map_err(plain)?;
-    manager.set_credential_store(SealedStore {
-        file: ctx.file.clone(),
-        keys: ctx.keys.clone(),
-        mint: None,
-    });
+    manager.set_credential_store(ctx.store());
     let mut request = AuthorizationRequest::new(&redirect).with_client_name("maljan");
     if let Some(challenge) = challenge_of(url).await {
         request = request.with_challenge(challenge);
@@ -94,16 +86,13 @@ async fn browser_login(
     if !ctx.config.scopes.is_empty() {
         // Signing in again for a scope (a step-up) asks for what the last sign-in was granted as
         // well, so the new token does not lose it (SEP-2350).
-        let granted = SealedStore {
-            file: ctx.file.clone(),
-            keys: ctx.keys.clone(),
-            mint: None,
-        }
-        .read()
-        .ok()
-        .flatten()
-        .map(|held| held.granted_scopes)
-        .unwrap_or_default();
+        let granted = ctx
+            .store()
+            .read()
+            .ok()
+            .flatten()
+            .map(|held| held.granted_scopes)
+            .unwrap_or_default();
         let mut scopes = granted;
         for s in &ctx.config.scopes {
             if !scopes.contains(s) {

@@ -51,6 +51,15 @@ pub struct OAuthContext {
 }
 
 impl OAuthContext {
+    /// The server's sealed token file, read and written as it is (no minting).
+    fn store(&self) -> SealedStore {
+        SealedStore {
+            file: self.file.clone(),
+            keys: self.keys.clone(),
+            mint: None,
+        }
+    }
+
     pub fn new(server: &str, config: OAuthConfig, keys: KeySource, data_dir: &Path) -> Self {
         Self {
             server: server.to_string(),
@@ -236,11 +245,7 @@ pub(crate) async fn authorized_client(
     let mut manager = AuthorizationManager::new(url).await.map_err(plain)?;
     match ctx.config.grant {
         OAuthGrant::AuthorizationCode => {
-            manager.set_credential_store(SealedStore {
-                file: ctx.file.clone(),
-                keys: ctx.keys.clone(),
-                mint: None,
-            });
+            manager.set_credential_store(ctx.store());
             if !manager.initialize_from_store().await.map_err(plain)? {
                 return Err(format!(
                     "no OAuth sign-in is stored for this server: {}",
@@ -302,13 +307,12 @@ pub(crate) async fn authorized_client(
                 .configure_client_credentials(&grant)
                 .map_err(plain)?;
             manager.set_credential_store(SealedStore {
-                file: ctx.file.clone(),
-                keys: ctx.keys.clone(),
                 mint: Some(Arc::new(Minter {
                     manager: minting,
                     client_id: ctx.config.client_id.clone(),
                     grant,
                 })),
+                ..ctx.store()
             });
         }
     }
