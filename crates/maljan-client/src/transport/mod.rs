@@ -555,27 +555,27 @@ impl Connection {
 /// a request could not be sent.
 fn insufficient_scope(err: &rmcp::transport::DynamicTransportError) -> Option<String> {
     use rmcp::transport::streamable_http_client::InsufficientScopeError;
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(current) = source {
-        if let Some(e) = current.downcast_ref::<InsufficientScopeError>() {
-            return Some(e.required_scope.clone().unwrap_or_default());
-        }
-        source = current.source();
-    }
-    None
+    caused_by::<InsufficientScopeError>(err).map(|e| e.required_scope.clone().unwrap_or_default())
 }
 
 /// Whether a request could not be sent because the server answered 401 to the client's token.
 fn refused_sign_in(err: &rmcp::transport::DynamicTransportError) -> bool {
     use rmcp::transport::streamable_http_client::AuthRequiredError;
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    caused_by::<AuthRequiredError>(err).is_some()
+}
+
+/// The first error of type `E` along `err`'s chain of sources, `err` itself included.
+fn caused_by<'a, E: std::error::Error + 'static>(
+    err: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a E> {
+    let mut source = Some(err);
     while let Some(current) = source {
-        if current.downcast_ref::<AuthRequiredError>().is_some() {
-            return true;
+        if let Some(e) = current.downcast_ref::<E>() {
+            return Some(e);
         }
         source = current.source();
     }
-    false
+    None
 }
 
 /// rmcp names the transport's Rust type inside its errors ("Transport [rmcp::…] error: "); people
