@@ -331,6 +331,8 @@ fn score(f: &Findings, ledger_ids: &BTreeSet<String>) -> Verdict {
         source: VerdictSource::Heuristic,
         model: None,
         degradation: None,
+        facts: Vec::new(),
+        disagreement: None,
     }
 }
 

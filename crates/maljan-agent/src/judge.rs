@@ -142,6 +142,8 @@ pub fn check(text: &str, ledger_ids: &BTreeSet<String>) -> Result<Verdict, Strin
         source: VerdictSource::Agent,
         model: None,
         degradation: None,
+        facts: Vec::new(),
+        disagreement: None,
     })
 }
 

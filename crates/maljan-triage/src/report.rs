@@ -9,8 +9,8 @@ use serde_json::Value;
 
 pub use crate::tree::{ChildReport, Recursion, RecursionFinding, RecursionLimits, SkippedMember};
 pub use crate::verdict::{
-    AgentReport, Claim, StageReport, Technique, TokenUsage, Turn, TurnCall, Verdict, VerdictSource,
-    VerdictWord, WithheldTool,
+    AgentReport, Claim, Disagreement, Fact, Leaning, StageReport, Technique, TokenUsage, Turn,
+    TurnCall, Verdict, VerdictSource, VerdictWord, WithheldTool,
 };
 
 /// The JSON report's schema identifier. Bump the suffix on a breaking change; adding fields is not one.

@@ -68,6 +68,59 @@ pub struct Verdict {
     /// Why the agent's verdict is not the one shown, when a model was configured but its
     /// verdict could not be used.
     pub degradation: Option<String>,
+    /// The facts the verdict rests on (maljan-agent's `facts` table): each named fact once, with
+    /// its weight, whether it is strong, which way it leans and every evidence id that shows it.
+    /// The heuristic verdict is computed from these; a model's verdict is checked against them.
+    #[serde(default)]
+    pub facts: Vec<Fact>,
+    /// Set when a model's verdict contradicts the facts (malicious with no strong fact, benign
+    /// against a strong one): the facts' own verdict and the disagreement, named. The model's
+    /// verdict is still the one shown; this stands beside it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disagreement: Option<Disagreement>,
+}
+
+/// Which reading a fact supports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Leaning {
+    /// Speaks for a malicious reading (injection, persistence, a known-bad signature, …).
+    Malicious,
+    /// Speaks for a benign reading (a valid signature, a known installer layout, …).
+    Benign,
+    /// Describes the sample without leaning either way (packed, carries an archive, …); shown, and
+    /// weighed only as the facts table says.
+    Neutral,
+}
+
+/// One named fact about a sample, established by one or more tool findings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fact {
+    /// Stable id from the facts table (`packed`, `carries_executable`, `process_injection`, …).
+    pub id: String,
+    /// What it means, for a person ("packed or protected").
+    pub name: String,
+    pub leaning: Leaning,
+    /// Its weight in the score (counted once, however many findings show it).
+    pub weight: u32,
+    /// A strong fact is one ordinary software seldom shows; malicious needs two independent ones.
+    pub strong: bool,
+    /// The findings that show it, one line each ("yara_scan: rule Packer_UPX", "detect_packer: UPX").
+    pub observations: Vec<String>,
+    /// Every evidence id behind the observations (each in the job's ledger).
+    pub evidence: Vec<String>,
+    /// For a fact carried up from a child sample: the path to it (`a.zip → doc.docx → a.exe`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub child: Option<String>,
+}
+
+/// A model's verdict that the facts do not support, shown beside the facts' verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Disagreement {
+    /// What the facts alone conclude.
+    pub facts_verdict: VerdictWord,
+    /// What is contradicted, in a sentence ("the model says malicious, but no strong fact was found").
+    pub reason: String,
 }
 
 /// One statement and the ledger evidence ids it rests on.
