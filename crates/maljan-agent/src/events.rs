@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 use crate::AgentProgress;
 
 /// The progress of one job, recorded as its events; the recording ends with [`JobEvents::done`].
+#[derive(Clone)]
 pub struct JobEvents {
     tx: mpsc::UnboundedSender<(String, Value)>,
 }
@@ -126,6 +127,15 @@ impl AgentProgress for JobEvents {
             "model_answered",
             json!({"stage": stage, "tool_calls": tool_calls}),
         );
+    }
+    fn upload(&self, p: &maljan_client::UploadProgress) {
+        self.send(
+            "upload",
+            json!({"server": p.server, "sent": p.sent, "total": p.total}),
+        );
+    }
+    fn finished(&self, report: &Report) {
+        self.done(report);
     }
     // The same event as a triage step's, so a live view draws the model's calls as they end.
     fn tool_called(&self, stage: &str, call: &CallRecord) {

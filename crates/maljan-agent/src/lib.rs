@@ -4,10 +4,11 @@
 //! It owns the model providers (`llm`: OpenAI-compatible Chat Completions and Anthropic Messages,
 //! with fallbacks), the tool catalog a model sees (`catalog`, built from each job's manifests),
 //! the loop and its guards (`analyst`, `guards`), the judge stage and its checks (`judge`), the
-//! deterministic verdict that stands without a model (`heuristic`), the stages and their budgets
-//! (`stages`), what a run records besides the conversation (`record`: ledger notes, token usage,
-//! byte counts, stage outcomes), the run's progress kept as the job's events (`events`), and the
-//! whole run (`run`).
+//! facts table every verdict rests on (`facts`), the deterministic verdict that stands without a
+//! model (`heuristic`), the stages and their budgets (`stages`), what a run records besides the
+//! conversation (`record`: ledger notes, token usage, byte counts, stage outcomes), the run's
+//! progress kept as the job's events (`events`), the stages of a run (`run`), the one job pipeline every front end calls (`pipeline`) and the
+//! queue's workers that run it (`worker`).
 //!
 //! It depends on the client runtime (every tool call goes through a job's `ServerHandle`, so it
 //! is ledgered with the model's arguments, under the breaker, the cap and the real timeouts) and
@@ -17,16 +18,21 @@
 pub mod analyst;
 pub mod catalog;
 pub mod events;
+pub mod facts;
+mod facts_from;
 pub mod guards;
 pub mod heuristic;
 pub mod judge;
 pub mod llm;
+pub mod pipeline;
 pub mod record;
 pub mod run;
 pub mod stages;
+pub mod worker;
 
 pub use catalog::{Catalog, CatalogTool};
 pub use events::JobEvents;
 pub use llm::{Endpoint, Models, ProviderKind};
-pub use run::{AgentOptions, AgentProgress, RunFigures, analyze, analyze_with_figures};
+pub use pipeline::{Analysis, Setup};
+pub use run::{AgentOptions, AgentProgress, RunFigures, analyze, analyze_with_figures, run_stages};
 pub use stages::Stages;

@@ -1,6 +1,8 @@
-//! A whole run: triage → analyst → judge, in one job, ending with a report whose `verdict` is the
-//! judge's (checked) or the heuristic's, with a degradation reason saying why when a model was
+//! The stages of a job: triage → analyst → judge, in one job, giving a report whose `verdict` is
+//! the judge's (checked) or the heuristic's, with a degradation reason saying why when a model was
 //! configured but its verdict could not be used. Never fails: what goes wrong is in the report.
+//! The job around them (its directory, the sample, the report kept, its end) is the pipeline's
+//! ([`crate::pipeline::Analysis`]).
 
 use std::{collections::HashMap, sync::Arc};
 
@@ -42,6 +44,10 @@ pub trait AgentProgress: Progress {
     fn model_answered(&self, _stage: &str, _tool_calls: usize) {}
     /// A tool call the model asked for has finished (ledgered as `call.ev_id`).
     fn tool_called(&self, _stage: &str, _call: &maljan_client::CallRecord) {}
+    /// The sample's upload to a server advanced (after each acknowledged part).
+    fn upload(&self, _progress: &maljan_client::UploadProgress) {}
+    /// The job has ended with this report (kept in the ledger).
+    fn finished(&self, _report: &Report) {}
 }
 
 impl AgentProgress for maljan_triage::Quiet {}
@@ -53,15 +59,38 @@ impl AgentProgress for maljan_triage::term::TerminalProgress {
             eprintln!("{stage} stage…");
         }
     }
+    fn upload(&self, progress: &maljan_client::UploadProgress) {
+        if self.is_visible() {
+            maljan_triage::term::TerminalProgress::upload(self, progress);
+        }
+    }
 }
 
-/// Runs the job's stages and returns the report (its job ended with the report's status).
+/// Runs the stages on a job made by the caller and ends it with the report's status (the agent's
+/// own tests and bench; a front end runs [`crate::pipeline::Analysis`]).
 pub async fn analyze(job: &Arc<Job>, opts: AgentOptions, progress: &dyn AgentProgress) -> Report {
     analyze_with_figures(job, opts, progress).await.0
 }
 
 /// [`analyze`], with the figures the bench reads.
 pub async fn analyze_with_figures(
+    job: &Arc<Job>,
+    opts: AgentOptions,
+    progress: &dyn AgentProgress,
+) -> (Report, RunFigures) {
+    let (report, figures) = run_stages(job, opts, progress).await;
+    job.finish_as(job_status_of(&report));
+    (report, figures)
+}
+
+/// How the job ends for this report.
+pub fn job_status_of(report: &Report) -> maljan_client::JobStatus {
+    job_status(report.status)
+}
+
+/// Triage → analyst → judge on `job`, leaving it open (the pipeline keeps the report, then ends
+/// it).
+pub async fn run_stages(
     job: &Arc<Job>,
     opts: AgentOptions,
     progress: &dyn AgentProgress,
@@ -75,6 +104,8 @@ pub async fn analyze_with_figures(
     let ids = ledger_ids(job);
     heuristic::fill_children(&mut report, &ids);
     let mut verdict = heuristic::verdict(&report, &ids);
+    // The judge reads the facts this verdict rests on (and is weighed against them).
+    report.verdict = Some(verdict.clone());
 
     if let Some(models) = &opts.models
         && report.status != Status::Cancelled
@@ -115,7 +146,6 @@ pub async fn analyze_with_figures(
         report.status = Status::Degraded;
     }
     report.verdict = Some(verdict);
-    job.finish_as(job_status(report.status));
     (report, ledger.figures)
 }
 
@@ -182,8 +212,17 @@ async fn run_model_stages(
         Err("no judge stage is configured (agent.toml): the heuristic verdict stands".into())
     } else {
         progress.stage_started("judge");
-        let (outcome, v) =
-            judge_stage(job, opts, models, &brief, notes.as_deref(), &nonce, ledger).await;
+        let (outcome, v) = judge_stage(
+            job,
+            opts,
+            models,
+            &brief,
+            notes.as_deref(),
+            report.verdict.as_ref(),
+            &nonce,
+            ledger,
+        )
+        .await;
         if outcome.status == "cancelled" {
             agent.cancelled = true;
         }

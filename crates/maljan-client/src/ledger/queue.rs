@@ -215,6 +215,33 @@ impl Ledger {
         .map_err(|e| LedgerError::Write(e.message))
     }
 
+    /// Records a job that `worker` runs at once (`maljan analyze`): queued and claimed in one
+    /// step, under a lease of `lease_ms` it renews like any worker, so `maljan jobs` and the
+    /// console list it beside the submitted ones.
+    pub fn enqueue_running(
+        &self,
+        job: NewQueuedJob,
+        worker: &str,
+        lease_ms: i64,
+    ) -> Result<(), LedgerError> {
+        let worker = worker.to_string();
+        self.with_conn(move |c| {
+            write_tx(c, |c| {
+                let now = crate::time::now_ms();
+                c.execute(
+                    "INSERT INTO jobs(job_id, label, sample_path, sample_sha256, sample_size, created_at_ms, status) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'running')",
+                    vals![&job.job_id, &job.label, &job.sample_name, &job.sample_sha256, job.sample_size, now],
+                )?;
+                c.execute(
+                    "INSERT INTO queue(job_id, sample_sha256, sample_name, sample_size, servers, agent, enqueued_at_ms, state, worker, lease_until_ms, attempts) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?9, 1)",
+                    vals![&job.job_id, &job.sample_sha256, &job.sample_name, job.sample_size, job.servers.join(","), job.agent, now, &worker, now + lease_ms],
+                )
+            })
+        })?
+        .map(|_| ())
+        .map_err(|e| LedgerError::Write(e.message))
+    }
+
     /// Claims the oldest ready job for `worker` under a lease of `lease_ms`.
     pub fn claim(&self, worker: &str, lease_ms: i64) -> Result<Option<QueuedJob>, LedgerError> {
         let worker = worker.to_string();
@@ -534,6 +561,21 @@ mod tests {
             assert!(
                 l.degradations("r").unwrap()[0].contains("attempt 1 failed: the store is away")
             );
+        }
+    }
+
+    #[test]
+    fn a_job_run_at_once_is_listed_held_and_finished_like_a_claimed_one() {
+        for l in crate::ledger::tests::engines() {
+            l.enqueue_running(new_job("now"), "cli-1", 60_000).unwrap();
+            let q = l.queued_job("now").unwrap().unwrap();
+            assert_eq!((q.state.as_str(), q.attempts), ("running", 1));
+            assert_eq!(q.worker.as_deref(), Some("cli-1"));
+            assert_eq!(l.job("now").unwrap().unwrap().status, "running");
+            assert!(l.claim("w", 60_000).unwrap().is_none(), "held by its lease");
+            assert_eq!(l.renew("now", "cli-1", 60_000).unwrap(), Lease::Held);
+            assert!(l.finish_queued("now", "cli-1", "complete", None).unwrap());
+            assert_eq!(l.queued_jobs(None, 10).unwrap().len(), 1);
         }
     }
 
