@@ -11,15 +11,23 @@
 //! `T####` or `T####.###`), every cited id present in this job's ledger, and a malicious or
 //! suspicious verdict resting on at least one claim. A fault is described exactly, so the judge
 //! can be asked once more with it.
+//!
+//! The judge is shown the facts table's facts for the sample (see [`crate::facts`]) beside the
+//! tools' findings. Its checked verdict carries the same facts, and a verdict that contradicts
+//! them — malicious with no strong fact, benign against a strong one — gets `disagreement`: the
+//! facts' own verdict and what is contradicted, shown beside the model's ([`weigh`]).
 
 use std::{collections::BTreeSet, sync::Arc, time::Instant};
 
 use maljan_client::Job;
-use maljan_triage::report::{Claim, Technique, Turn, Verdict, VerdictSource, VerdictWord};
+use maljan_triage::report::{
+    Claim, Disagreement, Fact, Leaning, Technique, Turn, Verdict, VerdictSource, VerdictWord,
+};
 use serde_json::Value;
 
 use crate::{
     guards::delimit,
+    heuristic::Reading,
     llm::{Message, Models},
     record::{Ledgered, StageOutcome, ledger_ids, ledger_listing},
     run::AgentOptions,
@@ -33,7 +41,11 @@ Answer with exactly one JSON object and nothing else:\n\
 \"summary\": \"...\", \"claims\": [{\"text\": \"...\", \"evidence\": [\"ev_0003\"]}], \
 \"techniques\": [{\"id\": \"T1055\", \"name\": \"Process Injection\", \"evidence\": [\"ev_0004\"]}]}\n\
 Every claim and technique cites evidence ids from the list you are given, and only those. Say \
-\"unknown\" when the evidence does not decide.";
+\"unknown\" when the evidence does not decide. You are also given the facts maljan's facts table \
+established (each counted once, with its weight, whether it is strong and its evidence ids): \
+packing alone is never malicious, malicious needs two independent strong facts or a known-bad \
+signature naming a family, and benign needs facts for it. A verdict against the facts is shown \
+beside them as a disagreement.";
 
 /// The verdict in `text`, or the exact fault.
 pub fn check(text: &str, ledger_ids: &BTreeSet<String>) -> Result<Verdict, String> {
@@ -147,6 +159,78 @@ pub fn check(text: &str, ledger_ids: &BTreeSet<String>) -> Result<Verdict, Strin
     })
 }
 
+/// Gives a model's checked verdict the facts it is judged against, and names a contradiction:
+/// malicious with no strong fact (nor a family-naming signature, nor a malicious child), or benign
+/// against a strong fact.
+pub fn weigh(v: &mut Verdict, facts: &Verdict) {
+    v.facts = facts.facts.clone();
+    v.disagreement = disagreement(v.verdict, facts);
+}
+
+fn disagreement(model: VerdictWord, facts: &Verdict) -> Option<Disagreement> {
+    let reading = Reading::of(&facts.facts, facts.family.is_some());
+    let strong: Vec<&str> = facts
+        .facts
+        .iter()
+        .filter(|f| f.leaning == Leaning::Malicious && f.strong)
+        .map(|f| f.name.as_str())
+        .collect();
+    let reason = match model {
+        VerdictWord::Malicious
+            if strong.is_empty() && !reading.family_signature && !reading.child_malicious =>
+        {
+            "the model says malicious, but the facts hold no strong fact (malicious needs two \
+             independent strong facts or a known-bad signature naming a family)"
+                .to_string()
+        }
+        VerdictWord::Benign if !strong.is_empty() => format!(
+            "the model says benign against {} strong fact{}: {}",
+            strong.len(),
+            if strong.len() == 1 { "" } else { "s" },
+            strong.join("; ")
+        ),
+        _ => return None,
+    };
+    Some(Disagreement {
+        facts_verdict: facts.verdict,
+        reason,
+    })
+}
+
+/// The facts as the judge reads them: one line each, then the facts' own verdict.
+pub fn facts_listing(facts: &Verdict) -> String {
+    let line = |f: &Fact| {
+        let leaning = match f.leaning {
+            Leaning::Malicious => "leans malicious",
+            Leaning::Benign => "leans benign",
+            Leaning::Neutral => "neutral",
+        };
+        format!(
+            "- {}{} — {} [{}{leaning}, weight {}; {}]: {}",
+            f.id,
+            f.child
+                .as_deref()
+                .map(|c| format!(" (child {c})"))
+                .unwrap_or_default(),
+            f.name,
+            if f.strong { "strong, " } else { "" },
+            f.weight,
+            f.evidence.join(", "),
+            f.observations.join("; ")
+        )
+    };
+    let mut out: Vec<String> = facts.facts.iter().map(line).collect();
+    if out.is_empty() {
+        out.push("- (no fact was established)".into());
+    }
+    out.push(format!(
+        "The facts alone give: {} — {}",
+        facts.verdict.as_str(),
+        facts.summary
+    ));
+    out.join("\n")
+}
+
 fn array<'a>(obj: &'a serde_json::Map<String, Value>, key: &str) -> Result<&'a Vec<Value>, String> {
     static EMPTY: Vec<Value> = Vec::new();
     match obj.get(key) {
@@ -183,6 +267,7 @@ pub(crate) async fn judge_stage(
     models: &Models,
     brief: &str,
     notes: Option<&str>,
+    facts: Option<&Verdict>,
     nonce: &str,
     ledger: &mut Ledgered,
 ) -> (StageOutcome, Result<Verdict, String>) {
@@ -194,13 +279,24 @@ pub(crate) async fn judge_stage(
         Some(n) => delimit(nonce, "The analyst's notes:", n),
         None => "The analyst left no notes.".into(),
     };
+    // The facts are maljan's own reading of the findings (their observations quote tool output,
+    // so they are fenced like it).
+    let facts_text = facts
+        .map(|f| {
+            delimit(
+                nonce,
+                "The facts table's facts for this sample:",
+                &facts_listing(f),
+            )
+        })
+        .unwrap_or_default();
     let mut messages = vec![
         Message::System {
             content: SYSTEM_PROMPT.into(),
         },
         Message::User {
             content: format!(
-                "{brief}\n\n{notes}\n\nThe evidence ids of this job (cite only these):\n{listing}\n\nAnswer with the JSON object."
+                "{brief}\n\n{facts_text}\n\n{notes}\n\nThe evidence ids of this job (cite only these):\n{listing}\n\nAnswer with the JSON object."
             ),
         },
     ];
@@ -249,6 +345,9 @@ pub(crate) async fn judge_stage(
         match checked {
             Ok(mut v) => {
                 v.model = Some(format!("{}/{}", reply.provider, reply.model));
+                if let Some(f) = facts {
+                    weigh(&mut v, f);
+                }
                 out.conversation.push(turn);
                 out.duration = started.elapsed();
                 return (out, Ok(v));
@@ -356,6 +455,71 @@ mod tests {
                 .contains("at least one claim")
         );
         assert!(check(&base(""), &ids()).is_ok());
+    }
+
+    fn facts_verdict(strong: &[&str]) -> Verdict {
+        let facts: Vec<Fact> = strong
+            .iter()
+            .map(|id| Fact {
+                id: id.to_string(),
+                name: format!("{id} name"),
+                leaning: Leaning::Malicious,
+                weight: 3,
+                strong: true,
+                observations: vec!["seen".into()],
+                evidence: vec!["ev_0001".into()],
+                child: None,
+            })
+            .collect();
+        crate::heuristic::decide(facts, None, vec![], true)
+    }
+
+    fn model(word: &str) -> Verdict {
+        check(
+            &format!(
+                "{{\"verdict\": \"{word}\", \"confidence\": 0.9, \"summary\": \"s\", \"claims\": [{{\"text\": \"c\", \"evidence\": [\"ev_0001\"]}}]}}"
+            ),
+            &ids(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_model_verdict_against_the_facts_is_named_beside_them() {
+        // Malicious with no strong fact.
+        let facts = facts_verdict(&[]);
+        let mut v = model("malicious");
+        weigh(&mut v, &facts);
+        let d = v.disagreement.as_ref().expect("a disagreement");
+        assert_eq!(d.facts_verdict, VerdictWord::Unknown);
+        assert!(d.reason.contains("no strong fact"), "{}", d.reason);
+        // Benign against a strong one.
+        let facts = facts_verdict(&["process_injection"]);
+        let mut v = model("benign");
+        weigh(&mut v, &facts);
+        let d = v.disagreement.as_ref().expect("a disagreement");
+        assert_eq!(d.facts_verdict, VerdictWord::Suspicious);
+        assert!(d.reason.contains("process_injection name"), "{}", d.reason);
+        assert_eq!(
+            v.facts.len(),
+            1,
+            "the verdict carries the facts it was weighed on"
+        );
+        // Agreeing verdicts carry none: malicious on two strong facts, suspicious on one.
+        let facts = facts_verdict(&["process_injection", "persistence"]);
+        let mut v = model("malicious");
+        weigh(&mut v, &facts);
+        assert_eq!(v.disagreement, None);
+        let mut v = model("suspicious");
+        weigh(&mut v, &facts_verdict(&[]));
+        assert_eq!(v.disagreement, None);
+    }
+
+    #[test]
+    fn the_judge_reads_every_fact_with_its_ids_and_the_facts_verdict() {
+        let text = facts_listing(&facts_verdict(&["process_injection", "persistence"]));
+        assert!(text.contains("- process_injection — process_injection name [strong, leans malicious, weight 3; ev_0001]: seen"), "{text}");
+        assert!(text.contains("The facts alone give: malicious"), "{text}");
     }
 
     proptest! {
