@@ -3,9 +3,10 @@
 # $MALJAN_PEERS/corpus) and prints `export MALJAN_CORPUS=...` for the tests and the verdicts bench.
 #
 #   benign          Wine's PE DLLs/EXEs (Debian libwine), NSIS stubs and plug-ins (Debian
-#                   nsis-common), .pyd/.dll/.exe files of well-known Windows wheels (PyPI), the
-#                   ordinary C programs of scripts/corpus/benign compiled with mingw-w64 and packed
-#                   with UPX, ELF programs from /usr/bin, PDF/Office documents, mails and archives.
+#                   nsis-common) and installers made with its makensis (Debian nsis), the
+#                   .pyd/.dll/.exe files of well-known Windows wheels (PyPI), the ordinary C
+#                   programs of scripts/corpus/benign compiled with mingw-w64 and packed with
+#                   UPX, ELF programs from /usr/bin, PDF/Office documents, mails and archives.
 #   malicious-like  the C programs of scripts/corpus/malicious compiled with mingw-w64, UPX-packed,
 #                   and carried in a zip, a 7z, a mail, a PDF (/EmbeddedFile) and a Word document
 #                   (OLE Package); the EICAR test file bare and in each of those carriers.
@@ -23,14 +24,22 @@ CORPUS="${MALJAN_CORPUS:-$PEERS/corpus}"
 PY="$PEERS/venv/bin/python"
 # Bump when the corpus content changes (a source, a version, a generator): the stamp says which
 # build is in the folder.
-stamp="$CORPUS/.built-v1"
+stamp="$CORPUS/.built-v2"
 if [ "${1:-}" = "--force" ]; then rm -f "$stamp"; fi
 if [ -f "$stamp" ] && [ -f "$CORPUS/manifest.jsonl" ]; then
   echo "export MALJAN_CORPUS=\"$CORPUS\""
   exit 0
 fi
-echo "building the labelled corpora into $CORPUS (once)" >&2
 mkdir -p "$CORPUS/tools" "$CORPUS/debs" "$CORPUS/wheels"
+# One build at a time (two shells running peers.sh at once): the second waits, then finds the stamp.
+exec 9>"$CORPUS/.lock"
+flock 9
+if [ -f "$stamp" ] && [ -f "$CORPUS/manifest.jsonl" ]; then
+  echo "export MALJAN_CORPUS=\"$CORPUS\""
+  exit 0
+fi
+echo "building the labelled corpora into $CORPUS (once)" >&2
+rm -f "$CORPUS"/.built-v*
 for tool in x86_64-w64-mingw32-gcc 7z; do
   command -v "$tool" >/dev/null || { echo "corpus: $tool is missing (scripts/peers.sh installs it)" >&2; exit 1; }
 done
@@ -51,7 +60,7 @@ if [ ! -x "$UPX" ]; then
 fi
 
 # Debian packages whose PE files are benign samples: downloaded and unpacked, never installed.
-for pkg in libwine nsis-common; do
+for pkg in libwine nsis-common nsis; do
   if [ ! -d "$CORPUS/tools/$pkg" ]; then
     (cd "$CORPUS/debs" && apt-get -qq -o APT::Sandbox::User=root download "$pkg" >&2)
     dpkg-deb -x "$(ls "$CORPUS"/debs/"${pkg}"_*.deb | head -1)" "$CORPUS/tools/$pkg.tmp"
@@ -80,6 +89,7 @@ OLE="$CARGO_TARGET_DIR/debug/corpus-ole"
 
 "$PY" "$REPO/scripts/corpus/gen.py" --corpus "$CORPUS" --repo "$REPO" \
   --gcc x86_64-w64-mingw32-gcc --upx "$UPX" --seven-zip "$(command -v 7z)" --ole "$OLE" \
-  --wine-root "$CORPUS/tools/libwine" --nsis-root "$CORPUS/tools/nsis-common" --wheels "$CORPUS/wheels" >&2
+  --wine-root "$CORPUS/tools/libwine" --nsis-root "$CORPUS/tools/nsis-common" \
+  --nsis-bin-root "$CORPUS/tools/nsis" --wheels "$CORPUS/wheels" >&2
 touch "$stamp"
 echo "export MALJAN_CORPUS=\"$CORPUS\""

@@ -4,6 +4,7 @@ ordinary attachments, and archives of documents and of the ordinary programs (so
 zips). Everything is seeded, so a rebuild writes the same content."""
 
 import random
+from datetime import datetime
 from pathlib import Path
 
 import containers
@@ -25,6 +26,10 @@ SENTENCES = [
     "This report summarises the results of the customer satisfaction survey.",
     "The recipe needs two cups of flour, one egg and a pinch of salt.",
 ]
+
+
+# The date the documents claim (python-docx and openpyxl stamp "now" otherwise).
+FIXED = datetime(2026, 3, 2, 9, 30)
 
 
 def paragraphs(rng: random.Random, n: int) -> list[str]:
@@ -91,6 +96,7 @@ def office(c, rng: random.Random, ole: str) -> list[Path]:
         d = docx.Document()
         d.core_properties.author = "Corpus Office"
         d.core_properties.title = f"Memo {i}"
+        d.core_properties.created = d.core_properties.modified = FIXED
         d.add_heading(f"Memo {i}", 0)
         for para in paragraphs(rng, rng.randint(2, 10)):
             d.add_paragraph(para)
@@ -101,18 +107,21 @@ def office(c, rng: random.Random, ole: str) -> list[Path]:
                     cell.text = str(rng.randint(0, 1000))
         p = out / f"memo-{i:02d}.docx"
         d.save(p)
+        containers.normalize_zip(p)
         c.add(p, "benign", "benign", "documents", "docx")
         made.append(p)
     for i in range(10):
         wb = openpyxl.Workbook()
         ws = wb.active
         ws.title = "Budget"
+        wb.properties.created = wb.properties.modified = FIXED
         ws.append(["Month", "Income", "Costs", "Balance"])
         for m in range(1, 13):
             a, b = rng.randint(1000, 9000), rng.randint(500, 8000)
             ws.append([m, a, b, f"=B{m + 1}-C{m + 1}"])
         p = out / f"budget-{i:02d}.xlsx"
         wb.save(p)
+        containers.normalize_zip(p)
         c.add(p, "benign", "benign", "documents", "xlsx")
         made.append(p)
     for i in range(8):

@@ -31,6 +31,13 @@ def write_zip(out: Path, members: list[tuple[str, bytes]]) -> None:
             z.writestr(info, data)
 
 
+def normalize_zip(path: Path) -> None:
+    """Rewrites an OOXML file (a zip) with fixed member times: the libraries stamp "now"."""
+    with zipfile.ZipFile(path) as z:
+        members = [(i.filename, z.read(i)) for i in z.infolist()]
+    write_zip(path, members)
+
+
 def write_tar_gz(out: Path, members: list[tuple[str, bytes]]) -> None:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
@@ -83,6 +90,9 @@ def write_mail(
     for name, data, mime in attachments:
         maintype, subtype = mime.split("/", 1)
         msg.add_attachment(data, maintype=maintype, subtype=subtype, filename=name)
+    if msg.is_multipart():
+        # A fixed boundary (the default one is random), so a rebuild writes the same bytes.
+        msg.set_boundary(f"=_corpus_{hash_stable(out.name):08x}")
     out.write_bytes(msg.as_bytes())
 
 

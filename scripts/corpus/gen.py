@@ -91,6 +91,8 @@ def compile_c(gcc: str, src: Path, out: Path, flags: list[str]) -> None:
         extra.append("-mwindows")
     if "wmain" in text:
         extra.append("-municode")
+    # No link time stamp, so a rebuild writes the same bytes.
+    flags = [*flags, "-Wl,--no-insert-timestamp"]
     subprocess.run([gcc, *flags, "-o", str(out), str(src), *head.get("link", []), *extra], check=True)
 
 
@@ -120,6 +122,48 @@ def nsis(c: Corpus, nsis_root: Path) -> None:
             dest = out / "_".join(rel.parts)
             shutil.copyfile(p, dest)
             c.add(dest, "benign", "benign", "nsis", "pe")
+
+
+NSIS_SCRIPT = """Unicode true
+SetCompressor {compressor}
+Name "{name}"
+OutFile "{out}"
+InstallDir "$PROGRAMFILES64\\Corpus Tools\\{name}"
+RequestExecutionLevel admin
+Page directory
+Page instfiles
+Section
+  SetOutPath $INSTDIR
+  File "{exe}"
+  WriteUninstaller "$INSTDIR\\uninstall.exe"
+  CreateShortcut "$SMPROGRAMS\\{name}.lnk" "$INSTDIR\\{exe_name}"
+  WriteRegStr HKLM "Software\\Microsoft\\Windows\\CurrentVersion\\Uninstall\\{name}" "DisplayName" "{name}"
+  WriteRegStr HKLM "Software\\Microsoft\\Windows\\CurrentVersion\\Uninstall\\{name}" "UninstallString" "$INSTDIR\\uninstall.exe"
+SectionEnd
+Section "Uninstall"
+  Delete "$INSTDIR\\{exe_name}"
+  Delete "$INSTDIR\\uninstall.exe"
+  RMDir "$INSTDIR"
+SectionEnd
+"""
+
+
+def nsis_installers(c: Corpus, nsis_root: Path, nsis_common: Path, programs: list[Path]) -> None:
+    """Real NSIS installers (Debian's makensis, run from the unpacked package) of the ordinary
+    programs: the installer layout every Windows user meets."""
+    import os
+
+    out = c.dir("benign", "nsis-installers")
+    env = dict(os.environ, NSISDIR=str(nsis_common / "usr/share/nsis"))
+    for i, exe in enumerate(programs[::2]):
+        name = exe.stem.split("-")[0].replace("_", " ").title()
+        compressor = ("/SOLID lzma", "zlib", "bzip2")[i % 3]
+        dest = out / f"{exe.stem}-setup.exe"
+        script = c.scratch / f"{exe.stem}.nsi"
+        script.write_text(NSIS_SCRIPT.format(compressor=compressor, name=name, out=dest, exe=exe, exe_name=exe.name))
+        subprocess.run([str(nsis_root / "usr/bin/makensis"), "-V1", "-NOCD", str(script)], check=True, env=env,
+                       stdout=subprocess.DEVNULL)
+        c.add(dest, "benign", "benign", "nsis-installer", "pe", carries="windows-program", program=exe.stem.rsplit("-", 1)[0])
 
 
 def pypi(c: Corpus, wheels: Path, per_wheel: int) -> None:
@@ -278,7 +322,8 @@ def main() -> None:
     ap.add_argument("--seven-zip", required=True)
     ap.add_argument("--ole", required=True, help="the corpus-ole program (maljan-bench)")
     ap.add_argument("--wine-root", type=Path, required=True)
-    ap.add_argument("--nsis-root", type=Path, required=True)
+    ap.add_argument("--nsis-root", type=Path, required=True, help="nsis-common, unpacked")
+    ap.add_argument("--nsis-bin-root", type=Path, required=True, help="nsis (makensis), unpacked")
     ap.add_argument("--wheels", type=Path, required=True)
     ap.add_argument("--wine-stride", type=int, default=3)
     ap.add_argument("--per-wheel", type=int, default=12)
@@ -294,6 +339,7 @@ def main() -> None:
     nsis(c, a.nsis_root)
     pypi(c, a.wheels, a.per_wheel)
     programs = mingw_benign(c, a.repo, a.gcc, a.upx)
+    nsis_installers(c, a.nsis_bin_root, a.nsis_root, programs)
     elf(c, a.elf)
     benign_docs.build(c, programs, a.seven_zip, a.ole, a.seed)
     malicious(c, a.repo, a.gcc, a.upx, a.seven_zip, a.ole)

@@ -170,6 +170,17 @@ fn write(args: &Args) -> anyhow::Result<()> {
             &[0x00, 0x00, 0x03, 0x00, 0x04, 0x00],
         )?;
     }
+    // Fixed storage times, so a rebuild writes the same bytes (the crate stamps "now").
+    let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_772_443_800);
+    let storages: Vec<PathBuf> = cf
+        .walk()
+        .filter(|e| !e.is_stream())
+        .map(|e| e.path().to_path_buf())
+        .collect();
+    for p in storages {
+        cf.set_created_time(&p, when)?;
+        cf.set_modified_time(&p, when)?;
+    }
     cf.flush()?;
     Ok(())
 }
