@@ -188,10 +188,10 @@ async fn submit_job(
         Ok(s) => s,
         Err(r) => return refused(r),
     };
-    match jobs::start(&st, sub) {
+    match jobs::start(&st, sub).await {
         Ok(id) => (
             StatusCode::ACCEPTED,
-            Json(json!({"job_id": id, "status": "running",
+            Json(json!({"job_id": id, "status": "queued",
                         "links": {"job": format!("/api/v1/jobs/{id}"), "events": format!("/api/v1/jobs/{id}/events"),
                                   "page": format!("/jobs/{id}")}})),
         )
@@ -215,7 +215,14 @@ pub fn page_number(
     }
 }
 
-pub const STATUSES: [&str; 5] = ["running", "complete", "degraded", "failed", "cancelled"];
+pub const STATUSES: [&str; 6] = [
+    "queued",
+    "running",
+    "complete",
+    "degraded",
+    "failed",
+    "cancelled",
+];
 
 pub fn status_filter(q: &HashMap<String, String>) -> Result<Option<String>, Problem> {
     match q.get("status").map(String::as_str) {
@@ -277,7 +284,7 @@ async fn get_job(State(st): State<Arc<AppState>>, Path(id): Path<String>) -> Res
 }
 
 async fn cancel_job(State(st): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
-    match jobs::cancel(&st, &id) {
+    match jobs::cancel(&st, &id).await {
         Ok(()) => (
             StatusCode::ACCEPTED,
             Json(json!({"job_id": id, "cancelling": true})),

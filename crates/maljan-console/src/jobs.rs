@@ -1,20 +1,27 @@
-//! Jobs the console runs in its own process, many at once, each exactly as `maljan analyze`
-//! runs one: the triage plan and the stages discovered beside the config file, the model from
-//! the config, `maljan_agent::analyze` on a job of the shared runtime. What differs is only the
-//! front end: the sample arrives as an upload, progress goes to the ledger's job events (so an
-//! event stream can resume from `Last-Event-ID`) and to a broadcast for live watchers, and the
-//! finished report is kept in the ledger for the pages and the API.
+//! The console's jobs: a submitted sample (page or API) is stored and queued on the console's
+//! database like `maljan submit`'s, and run by the console's embedded workers (maljan-agent's
+//! worker pool, through the one pipeline `maljan analyze` runs) or by any `maljan worker` on the
+//! same database. What is the console's own is the front end: the sample arrives as an upload,
+//! progress goes to the ledger's job events (so an event stream can resume from
+//! `Last-Event-ID`) and, for a job run in this process, to a broadcast for live watchers.
 
-use std::{convert::Infallible, path::PathBuf, sync::Arc};
+use std::{
+    convert::Infallible,
+    path::PathBuf,
+    sync::{Arc, Weak},
+};
 
 use axum::{
     extract::Multipart,
     response::sse::{Event, KeepAlive, Sse},
 };
 use futures::{Stream, StreamExt, stream};
-use maljan_agent::{AgentOptions, JobEvents, Models, Stages, llm};
-use maljan_client::{JobEvent, JobSpec, KeySource, job::new_job_id};
-use maljan_triage::{Plan, TriageOptions, render};
+use maljan_agent::{
+    Analysis, Setup,
+    pipeline::ModelChoice,
+    worker::{self, Pool, PoolOptions},
+};
+use maljan_client::{CancelOutcome, JobEvent, NewQueuedJob, job::new_job_id};
 use tokio::sync::broadcast;
 use tokio_stream::wrappers::BroadcastStream;
 use tokio_util::sync::CancellationToken;
@@ -214,87 +221,156 @@ async fn write_capped(
     Ok(size)
 }
 
-/// Starts the job (its ledger row exists when this returns) and runs it in the background.
-pub fn start(state: &Arc<AppState>, sub: Submission) -> Result<String, Problem> {
-    let fail = |p: Problem| {
-        let _ = std::fs::remove_dir_all(&sub.dir);
-        p
-    };
-    let runtime = state.runtime();
-    let config = runtime.config().clone();
-    let (plan, _) = Plan::discover(None, &config.path)
-        .map_err(|e| fail(Problem::new(500, format!("triage plan: {e}"))))?;
-    let stages = Stages::discover(&config.path).map_err(|e| fail(Problem::new(500, e)))?;
-    let models = if sub.agent {
-        let keys = KeySource::in_dir(&config.data_dir);
-        llm::resolve(&config, &keys, &llm::Overrides::from_env(), None)
-            .map_err(|e| fail(Problem::new(500, format!("the model: {e}"))))?
-            .map(|eps| Arc::new(Models::new(eps)))
-    } else {
-        None
-    };
-    let job = runtime
-        .new_job(JobSpec {
-            label: format!("console: {}", sub.name),
-            sample: Some(sub.path.clone()),
-            id: Some(sub.job_id.clone()),
-        })
-        .map_err(|e| fail(Problem::new(500, e.to_string())))?;
-    let live = Arc::new(LiveJob {
-        cancel: CancellationToken::new(),
-        events: broadcast::channel(1024).0,
-    });
-    state
-        .live
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(sub.job_id.clone(), live.clone());
-    let watchers = live.clone();
-    let (progress, recorder) =
-        JobEvents::record(state.ledger.clone(), sub.job_id.clone(), move |e| {
-            let _ = watchers.events.send(e);
-        });
-    progress.watch_uploads(&job);
-    let opts = AgentOptions {
-        triage: TriageOptions {
-            plan,
-            servers: sub.servers.clone(),
-            ..Default::default()
-        },
-        models,
-        stages,
-        cancel: live.cancel.clone(),
-    };
-    let st = state.clone();
-    let id = sub.job_id.clone();
-    tokio::spawn(async move {
-        let report = maljan_agent::analyze(&job, opts, &progress).await;
-        drop(job);
-        if let Err(e) = st.ledger.save_report(&id, &render::json(&report)) {
-            tracing::warn!("job {id}: the report could not be kept: {e}");
+/// What the console's jobs run with: its embedded workers and where samples wait for them.
+#[derive(Debug, Clone)]
+pub struct JobOptions {
+    /// Workers run in the console's process on its database (0: a console-only node beside
+    /// remote `maljan worker`s).
+    pub workers: usize,
+    /// How long a worker's claim holds without renewal.
+    pub lease_s: u64,
+    /// The sample store (`maljan worker --samples`): empty = the data directory's folder.
+    pub samples_url: String,
+}
+
+impl Default for JobOptions {
+    fn default() -> Self {
+        Self {
+            workers: 2,
+            lease_s: 15,
+            samples_url: std::env::var("MALJAN_SAMPLES_URL").unwrap_or_default(),
         }
-        progress.done(&report);
-        drop(progress);
-        let _ = recorder.await;
-        st.live
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&id);
-        let _ = std::fs::remove_dir_all(&sub.dir);
-    });
+    }
+}
+
+/// Queues the submitted sample as a job (its ledger row exists when this returns): the sample
+/// goes to the sample store, the job to the queue on the console's database, where this
+/// console's workers (or any `maljan worker` on it) run it.
+pub async fn start(state: &Arc<AppState>, sub: Submission) -> Result<String, Problem> {
+    let stored = state.store.store(&sub.path).await;
+    let _ = std::fs::remove_dir_all(&sub.dir);
+    let stored = stored.map_err(|e| Problem::new(500, format!("cannot store the sample: {e}")))?;
+    let job = NewQueuedJob {
+        job_id: sub.job_id.clone(),
+        label: format!("console: {}", sub.name),
+        sample_sha256: stored.sha256,
+        sample_name: sub.name,
+        sample_size: stored.size as i64,
+        servers: sub.servers.unwrap_or_default(),
+        agent: sub.agent,
+    };
+    let ledger = state.ledger.clone();
+    tokio::task::spawn_blocking(move || ledger.enqueue(job))
+        .await
+        .map_err(|e| Problem::new(500, e.to_string()))?
+        .map_err(|e| Problem::new(500, e.to_string()))?;
+    if let Some(pool) = state.pool.get() {
+        pool.wake();
+    }
     Ok(sub.job_id)
 }
 
-/// Cancels a running job: 202 when it was running, 409 when it had ended, 404 when unknown.
-pub fn cancel(state: &AppState, id: &str) -> Result<(), Problem> {
+/// Starts the console's embedded workers (`JobOptions::workers`) on its database.
+pub fn start_workers(state: &Arc<AppState>) {
+    let jobs = &state.opts.jobs;
+    if jobs.workers == 0 {
+        return;
+    }
+    let Ok(handle) = tokio::runtime::Handle::try_current() else {
+        tracing::warn!("no async runtime: the console's workers are not started");
+        return;
+    };
+    let pool = Pool::new(
+        state.ledger.clone(),
+        Arc::new(ConsoleJobs(Arc::downgrade(state))),
+        Arc::new(ConsoleJobs(Arc::downgrade(state))),
+        PoolOptions {
+            name: worker::process_name("console"),
+            concurrency: jobs.workers,
+            lease_ms: (jobs.lease_s.max(1) * 1000) as i64,
+            retries: 2,
+            retry_after_ms: 10_000,
+            exit_when_idle: false,
+        },
+    );
+    if state.pool.set(pool.clone()).is_err() {
+        return;
+    }
+    handle.spawn(async move {
+        if let Err(e) = pool.run(CancellationToken::new()).await {
+            tracing::warn!("the console's workers stopped: {e}");
+        }
+    });
+}
+
+/// The console's side of its workers: each job runs on the runtime and config of the moment
+/// (a server added since is in the next job), and its events reach the watchers in this process.
+struct ConsoleJobs(Weak<AppState>);
+
+impl worker::JobSource for ConsoleJobs {
+    fn analysis(&self) -> Result<Analysis, String> {
+        let state = self.0.upgrade().ok_or("the console is stopping")?;
+        let runtime = state.runtime();
+        let setup = Setup::discover(runtime.config(), None, ModelChoice::Configured(None))?;
+        Ok(Analysis {
+            runtime,
+            setup: Arc::new(setup),
+            store: Some(state.store.clone()),
+        })
+    }
+}
+
+impl worker::Hooks for ConsoleJobs {
+    fn started(&self, job_id: &str, cancel: &CancellationToken) {
+        if let Some(state) = self.0.upgrade() {
+            let live = Arc::new(LiveJob {
+                cancel: cancel.clone(),
+                events: broadcast::channel(1024).0,
+            });
+            state
+                .live
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(job_id.to_string(), live);
+        }
+    }
+    fn event(&self, job_id: &str, event: JobEvent) {
+        if let Some(state) = self.0.upgrade() {
+            if let Some(live) = state.live_job(job_id) {
+                let _ = live.events.send(event);
+            }
+            // Streams that began before the job was claimed follow it in the ledger.
+            let _ = state.announced.send(job_id.to_string());
+        }
+    }
+    fn ended(&self, job_id: &str) {
+        if let Some(state) = self.0.upgrade() {
+            state
+                .live
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(job_id);
+        }
+    }
+}
+
+/// Cancels a job: 202 when it was queued or running (here or on another worker), 409 when it
+/// had ended, 404 when unknown.
+pub async fn cancel(state: &AppState, id: &str) -> Result<(), Problem> {
     if let Some(live) = state.live_job(id) {
         live.cancel.cancel();
         return Ok(());
     }
-    match state.ledger.has_job(id) {
-        Ok(true) => Err(Problem::new(409, format!("job {id} is not running"))),
-        Ok(false) => Err(Problem::new(404, format!("no job '{id}'"))),
-        Err(e) => Err(Problem::new(500, e.to_string())),
+    match worker::cancel(&state.ledger, id).await {
+        Ok(CancelOutcome::Dequeued | CancelOutcome::Signalled) => Ok(()),
+        Ok(CancelOutcome::Finished) => Err(Problem::new(409, format!("job {id} is not running"))),
+        // Not a queue job (`maljan call`, say): known, and not running here.
+        Ok(CancelOutcome::NotFound) => match state.ledger.has_job(id) {
+            Ok(true) => Err(Problem::new(409, format!("job {id} is not running"))),
+            Ok(false) => Err(Problem::new(404, format!("no job '{id}'"))),
+            Err(e) => Err(Problem::new(500, e.to_string())),
+        },
+        Err(e) => Err(Problem::new(500, e)),
     }
 }
 

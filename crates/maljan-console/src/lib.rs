@@ -39,6 +39,8 @@ pub struct ConsoleOptions {
     pub max_sample_bytes: u64,
     /// Serve the runtime's Prometheus `/metrics` (maljan-client's metrics) on the same listener.
     pub metrics: bool,
+    /// The embedded workers and the sample store (see `jobs`).
+    pub jobs: jobs::JobOptions,
 }
 
 impl Default for ConsoleOptions {
@@ -48,6 +50,7 @@ impl Default for ConsoleOptions {
             config: None,
             max_sample_bytes: 64 * 1024 * 1024,
             metrics: false,
+            jobs: jobs::JobOptions::default(),
         }
     }
 }

@@ -483,7 +483,7 @@ async fn post_new_job(
         }
         Err(Refused::Fields(f)) => return job_form(&st, &csrf, None, &f, 422),
     };
-    match jobs::start(&st, sub) {
+    match jobs::start(&st, sub).await {
         Ok(id) => Redirect::to(&format!("/jobs/{id}")).into_response(),
         Err(p) => job_form(&st, &csrf, Some(p.error), &FieldErrors::new(), p.status),
     }
@@ -520,7 +520,7 @@ async fn cancel_job(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    match jobs::cancel(&st, &id) {
+    match jobs::cancel(&st, &id).await {
         Ok(()) | Err(Problem { status: 409, .. }) => {
             // Back where the button was (a relative path on this console only).
             let back = headers

@@ -30,7 +30,11 @@ pub struct AppState {
     pub tests: Mutex<HashMap<String, TestOutcome>>,
     pub views: Views,
     pub auth: AuthStore,
-    /// Where uploaded samples wait for their job (0700), removed when it ends.
+    /// Where the sample store keeps queued jobs' samples for the workers.
+    pub store: maljan_client::SampleStore,
+    /// The embedded workers (none with `--workers 0`).
+    pub pool: std::sync::OnceLock<Arc<maljan_agent::worker::Pool>>,
+    /// Where an upload is streamed (0700) until it is in the sample store.
     pub samples_dir: PathBuf,
     /// The data directory the console was opened with (kept across config reloads).
     pub data_dir: PathBuf,
@@ -80,13 +84,15 @@ impl AppState {
             );
         }
         let config_data_dir = config.data_dir.clone();
-        let runtime = build_runtime(config, ledger.clone(), &samples_dir);
+        let store = maljan_client::SampleStore::from_url(&opts.jobs.samples_url, &config.data_dir)
+            .map_err(|e| anyhow::anyhow!("the sample store: {e}"))?;
+        let runtime = build_runtime(config, ledger.clone());
         let announced = broadcast::channel(1024).0;
         let tx = announced.clone();
         ledger.listen(maljan_client::ledger::JOB_EVENTS_CHANNEL, move |job| {
             let _ = tx.send(job.to_string());
         })?;
-        Ok(Arc::new(Self {
+        let state = Arc::new(Self {
             opts,
             runtime: RwLock::new(runtime),
             ledger,
@@ -94,10 +100,14 @@ impl AppState {
             tests: Mutex::default(),
             views: Views::new(),
             auth,
+            store,
+            pool: Default::default(),
             samples_dir,
             data_dir: config_data_dir,
             announced,
-        }))
+        });
+        crate::jobs::start_workers(&state);
+        Ok(state)
     }
 
     /// Off loopback every request needs a session or a token.
@@ -130,7 +140,7 @@ impl AppState {
         let mut config = Config::load(self.opts.config.as_deref())
             .map_err(|e| Problem::new(500, e.to_string()))?;
         config.data_dir = self.data_dir.clone();
-        let fresh = build_runtime(config, self.ledger.clone(), &self.samples_dir);
+        let fresh = build_runtime(config, self.ledger.clone());
         let old = std::mem::replace(
             &mut *self.runtime.write().unwrap_or_else(|e| e.into_inner()),
             fresh,
@@ -184,21 +194,9 @@ impl AppState {
     }
 }
 
-/// The console keeps uploaded samples in its own directory: the built-in analysis server (this
-/// binary's `serve analysis`, confined to its roots) is given that directory as a root, in the
-/// runtime only — the config file is not changed.
-fn build_runtime(
-    mut config: Config,
-    ledger: Ledger,
-    samples_dir: &std::path::Path,
-) -> Arc<Runtime> {
-    if let Some(server) = config.servers.get_mut("analysis")
-        && server.args.first().is_some_and(|a| a == "serve")
-        && server.args.get(1).is_some_and(|a| a == "analysis")
-        && !server.args.iter().any(|a| a == "--root")
-    {
-        server.args.push("--root".into());
-        server.args.push(samples_dir.to_string_lossy().into_owned());
-    }
+/// The runtime of the console's jobs: the built-in servers reach every job's private directory
+/// (in the runtime only — the config file is not changed).
+fn build_runtime(mut config: Config, ledger: Ledger) -> Arc<Runtime> {
+    maljan_agent::pipeline::root_builtins(&mut config, maljan_agent::pipeline::Scope::Shared);
     Runtime::new(config, ledger)
 }

@@ -1,5 +1,6 @@
-//! `maljan analyze SAMPLE`: a thin wrapper over maljan-triage — options, the runtime, progress on
-//! the terminal, the report file and the exit status.
+//! `maljan analyze SAMPLE`: a front end of the one job pipeline (`maljan_agent::pipeline`) —
+//! options, the runtime of this one job, its hold on the queue row, progress on the terminal,
+//! the report file and the exit status.
 
 use std::{
     path::{Path, PathBuf},
@@ -9,10 +10,13 @@ use std::{
 
 use anyhow::{Context, bail};
 use clap::Args;
-use maljan_agent::{AgentOptions, Models, Stages, llm};
-use maljan_client::{Config, JobSpec, KeySource, Runtime};
-use maljan_triage::{Format, Plan, TriageOptions, render, term::TerminalProgress};
+use maljan_agent::pipeline::{self, Analysis, ModelChoice, Request, SampleSource, Scope, Setup};
+use maljan_client::{Config, NewQueuedJob, Runtime, Sample, job::new_job_id};
+use maljan_triage::{Format, render, term::TerminalProgress};
 use tokio_util::sync::CancellationToken;
+
+/// How long this process's hold on its job lasts without renewal (renewed every third of it).
+const LEASE_MS: i64 = 15_000;
 
 const EXIT_HELP: &str = "\
 Exit status:
@@ -72,6 +76,10 @@ pub struct AnalyzeArgs {
     /// The model to use instead of the configured one (same provider and base_url).
     #[arg(long, value_name = "M", conflicts_with = "no_agent")]
     pub model: Option<String>,
+    /// Keep what was extracted or carved from the sample: each child is copied here, named by
+    /// its sha256 (otherwise it is removed with the job's private directory).
+    #[arg(long, value_name = "DIR")]
+    pub keep_artifacts: Option<PathBuf>,
 }
 
 pub async fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
@@ -90,16 +98,10 @@ pub async fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     if !meta.is_file() {
         bail!("{} is not a regular file", args.sample.display());
     }
-    let sample = std::fs::canonicalize(&args.sample)?;
+    let sample = Sample::read(&args.sample)
+        .with_context(|| format!("cannot read the sample {}", args.sample.display()))?;
 
     let mut config = Config::load(args.config.as_deref())?;
-    let run_dir = if config.from_file {
-        None
-    } else {
-        allow_sample_dir(&mut config, &sample);
-        confine_files_to_run_dir(&mut config)
-    };
-    let (plan, plan_file) = Plan::discover(args.steps.as_deref(), &config.path)?;
     if let Some(list) = &args.servers {
         for name in list {
             if config.server(name).is_none() {
@@ -111,36 +113,40 @@ pub async fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    if let Some(f) = &plan_file {
-        tracing::debug!("triage plan from {f}");
-    }
-
-    let endpoints = if args.no_agent {
+    // This process runs one job: its built-in servers work in that job's directory.
+    let job_id = new_job_id();
+    let dir = pipeline::job_dir(&config.data_dir, &job_id);
+    pipeline::root_builtins(&mut config, Scope::Dedicated(&dir));
+    let model = if args.no_agent {
         eprintln!("--no-agent: triage only, with the heuristic verdict");
-        None
+        ModelChoice::Off
     } else {
-        let keys = KeySource::in_dir(&config.data_dir);
-        let eps = llm::resolve(
-            &config,
-            &keys,
-            &llm::Overrides::from_env(),
-            args.model.as_deref(),
-        )?;
-        if eps.is_none() {
-            eprintln!(
-                "no model configured ([llm] in config.toml, or MALJAN_LLM_MODEL): triage only, with the heuristic verdict"
-            );
-        }
-        eps
+        ModelChoice::Configured(args.model.as_deref())
     };
-    let stages = Stages::discover(&config.path).map_err(anyhow::Error::msg)?;
-    let runtime = Runtime::open(config)?;
-    let job = runtime.new_job(JobSpec::for_sample(&sample))?;
-    let progress = Arc::new(TerminalProgress::new());
-    if progress.is_visible() {
-        let bars = progress.clone();
-        job.on_upload_progress(move |p| bars.upload(p));
+    let setup =
+        Setup::discover(&config, args.steps.as_deref(), model).map_err(anyhow::Error::msg)?;
+    if !args.no_agent && setup.models.is_none() {
+        eprintln!(
+            "no model configured ([llm] in config.toml, or MALJAN_LLM_MODEL): triage only, with the heuristic verdict"
+        );
     }
+    let runtime = Runtime::open(config)?;
+
+    // A queue job like any other (`maljan jobs list`, the console), run here under a lease.
+    let worker = maljan_agent::worker::process_name("analyze");
+    runtime.ledger().enqueue_running(
+        NewQueuedJob {
+            job_id: job_id.clone(),
+            label: format!("sample {}", sample.path.display()),
+            sample_sha256: sample.sha256.clone(),
+            sample_name: sample.name.clone(),
+            sample_size: sample.size as i64,
+            servers: args.servers.clone().unwrap_or_default(),
+            agent: setup.models.is_some(),
+        },
+        &worker,
+        LEASE_MS,
+    )?;
     let cancel = CancellationToken::new();
     let on_interrupt = cancel.clone();
     tokio::spawn(async move {
@@ -149,38 +155,59 @@ pub async fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
             on_interrupt.cancel();
         }
     });
-    let report = maljan_agent::analyze(
-        &job,
-        AgentOptions {
-            triage: TriageOptions {
-                plan,
-                servers: args.servers.clone(),
-                recursion: maljan_triage::RecursionLimits {
-                    max_depth: args.max_depth,
-                    max_children: args.max_children,
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-            models: endpoints.map(|e| Arc::new(Models::new(e))),
-            stages,
-            cancel,
+    let lease = maljan_agent::worker::hold_lease(
+        runtime.ledger().clone(),
+        job_id.clone(),
+        worker.clone(),
+        LEASE_MS,
+        cancel.clone(),
+    );
+    let analysis = Analysis {
+        runtime: runtime.clone(),
+        setup: Arc::new(setup),
+        store: None,
+    };
+    let request = Request {
+        job_id: job_id.clone(),
+        label: format!("sample {}", sample.path.display()),
+        sample: SampleSource::Local(sample.path.clone()),
+        servers: args.servers.clone(),
+        agent: true,
+        recursion: maljan_triage::RecursionLimits {
+            max_depth: args.max_depth,
+            max_children: args.max_children,
+            ..Default::default()
         },
-        progress.as_ref(),
-    )
-    .await;
-    drop(job);
-    // Kept beside the job's calls, so the console shows this run's report too.
+        keep_artifacts: args.keep_artifacts.clone(),
+        cancel,
+    };
+    let outcome = analysis
+        .run(request, Arc::new(TerminalProgress::new()))
+        .await;
+    lease.stop();
+    let (state, error) = match &outcome {
+        Ok(o) => (o.report.status.as_str(), None),
+        Err(e) => ("failed", Some(e.to_string())),
+    };
+    if error.is_some() {
+        let _ = runtime.ledger().finish_job(&job_id, "failed");
+    }
     if let Err(e) = runtime
         .ledger()
-        .save_report(&report.job_id, &render::json(&report))
+        .finish_queued(&job_id, &worker, state, error.as_deref())
     {
-        tracing::warn!("the report could not be kept in the ledger: {e}");
+        tracing::warn!("job {job_id}: could not be marked finished: {e}");
     }
     runtime.shutdown().await;
-    if let Some(dir) = &run_dir {
-        // Kept when a step left something in it: that is the run's output, not litter.
-        let _ = std::fs::remove_dir(dir);
+    let outcome = outcome?;
+    let report = outcome.report;
+    if let Some(to) = &args.keep_artifacts {
+        eprintln!(
+            "kept {} artifact{} in {}",
+            outcome.kept.len(),
+            if outcome.kept.len() == 1 { "" } else { "s" },
+            to.display()
+        );
     }
 
     let path = match &args.report {
@@ -246,21 +273,6 @@ pub(crate) fn allow_sample_dir(config: &mut Config, sample: &Path) {
             server.args.push(root.to_string_lossy().into_owned());
         }
     }
-}
-
-/// The built-in files server works in this run's own directory, `<data dir>/work/run-…`
-/// (0700), not in all of the work directory. Returns it, to be removed if left empty.
-fn confine_files_to_run_dir(config: &mut Config) -> Option<PathBuf> {
-    let server = config.servers.get_mut("files")?;
-    let root = server.args.iter().position(|a| a == "--root")? + 1;
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let dir = maljan_client::paths::work_dir(&config.data_dir)
-        .join(format!("run-{stamp}-{}", std::process::id()));
-    maljan_client::paths::create_private_dir(&dir).ok()?;
-    *server.args.get_mut(root)? = dir.to_string_lossy().into_owned();
-    Some(dir)
 }
 
 fn default_report_path(name: &str, sha256: &str, format: Format) -> PathBuf {

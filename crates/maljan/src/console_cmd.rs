@@ -25,6 +25,16 @@ pub struct ConsoleArgs {
     /// console's listener, behind its login.
     #[arg(long)]
     pub metrics: bool,
+    /// Workers run in the console's process on its database (each job through the same pipeline
+    /// as `maljan analyze`); 0 for a console-only node beside remote `maljan worker`s.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub workers: usize,
+    /// How long a worker's claim on a job holds without renewal: a console killed mid-job has
+    /// its job taken over (by itself started again, or any worker) once this has run out.
+    #[arg(long, default_value_t = 15, value_name = "SECONDS")]
+    pub lease_s: u64,
+    #[command(flatten)]
+    pub samples: crate::queue_cmds::SamplesArg,
 }
 
 #[derive(Subcommand)]
@@ -63,6 +73,11 @@ pub async fn console(args: ConsoleArgs) -> anyhow::Result<ExitCode> {
                 config: args.config,
                 max_sample_bytes: args.max_sample_bytes,
                 metrics: args.metrics,
+                jobs: maljan_console::jobs::JobOptions {
+                    workers: args.workers,
+                    lease_s: args.lease_s,
+                    samples_url: args.samples.url,
+                },
             })
             .await?;
         }

@@ -103,7 +103,7 @@ fn main() -> std::process::ExitCode {
             Command::Db(cmd) => queue_cmds::db(cmd),
             Command::Submit(args) => queue_cmds::submit(args).await,
             Command::Worker(args) => queue_cmds::worker(args).await,
-            Command::Jobs(cmd) => queue_cmds::jobs(cmd),
+            Command::Jobs(cmd) => queue_cmds::jobs(cmd).await,
         }
     });
     // Blocking work still running (a read from a FIFO, a tool whose caller is gone) is not

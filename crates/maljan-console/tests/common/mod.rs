@@ -93,6 +93,7 @@ fn console_stored(
         config: Some(config_path.clone()),
         max_sample_bytes,
         metrics: true,
+        ..Default::default()
     };
     if !opts.listen.ip().is_loopback() {
         maljan_console::AuthStore::load(&config.data_dir)
