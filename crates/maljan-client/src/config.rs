@@ -34,9 +34,10 @@
 //! ```
 //!
 //! With no config file at all, the built-in servers (`files`, `analysis`: this binary's `serve`
-//! subcommands over stdio) are configured, so everything works on first run. Once a file exists it
-//! is the whole truth: `maljan servers add` writes the built-ins into a new file along with the new
-//! entry.
+//! subcommands over stdio) are configured, so everything works on first run. A file `maljan servers
+//! add` starts says `[core] builtin_servers = true`: the built-ins stay configured beside its own
+//! entries without being written into it (a user's entry of the same name replaces one; removing
+//! one writes it `enabled = false`). A file without that line is the whole truth.
 
 use std::{
     collections::BTreeMap,
@@ -478,6 +479,12 @@ pub enum InputPolicy {
 pub struct CoreConfig {
     pub mcp: McpConfig,
     pub ledger: LedgerConfig,
+    /// The built-in servers (`files`, `analysis`) are configured beside the file's own entries
+    /// without being written in it: an entry of the same name replaces one, `enabled = false`
+    /// turns one off. Written by `maljan servers add` when it starts a file; a file without it
+    /// is the whole truth.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub builtin_servers: bool,
 }
 
 /// The whole file.
@@ -512,6 +519,11 @@ impl Config {
             Ok(text) => {
                 let mut config = Self::parse(&text, &path)?;
                 config.data_dir = data_dir;
+                if config.core.builtin_servers {
+                    for (name, server) in Self::builtin().servers {
+                        config.servers.entry(name).or_insert(server);
+                    }
+                }
                 Ok(config)
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && explicit.is_none() => {
@@ -538,7 +550,19 @@ impl Config {
         let mut config = Self::builtin();
         config.path = path;
         config.data_dir = crate::paths::data_dir();
+        // The new file names only what the user adds; the built-ins stay implicit.
+        config.core.builtin_servers = true;
         Ok(config)
+    }
+
+    /// Whether `name` is a built-in server of this config that is still as built (so it is not
+    /// written into the file).
+    pub fn is_implicit_builtin(&self, name: &str) -> bool {
+        self.core.builtin_servers
+            && Self::builtin()
+                .servers
+                .get(name)
+                .is_some_and(|b| self.servers.get(name) == Some(b))
     }
 
     /// Parses and validates a file's text; `path` is only used in errors and for relative paths.
@@ -675,7 +699,12 @@ impl Config {
     pub fn save(&self) -> Result<(), ConfigError> {
         use std::{io::Write, os::unix::fs::OpenOptionsExt};
         self.validate()?;
-        let text = toml::to_string_pretty(self)
+        // The built-ins as built stay out of the file (`core.builtin_servers`).
+        let mut written = self.clone();
+        written
+            .servers
+            .retain(|name, _| !self.is_implicit_builtin(name));
+        let text = toml::to_string_pretty(&written)
             .map_err(|e| self.err("", format!("cannot serialise: {e}")))?;
         let io = |e: std::io::Error| self.err("", format!("cannot write it: {e}"));
         if let Some(dir) = self.path.parent()
@@ -834,6 +863,38 @@ fn line_of(text: &str, offset: usize) -> Option<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_started_by_an_edit_keeps_the_builtins_out_and_still_has_them() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("config.toml");
+        let mut c = Config::load_for_edit(Some(&path)).unwrap();
+        c.servers.insert(
+            "echo".into(),
+            ServerConfig {
+                command: "/bin/echo-server".into(),
+                ..Default::default()
+            },
+        );
+        c.save().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("builtin_servers = true"), "{text}");
+        assert!(!text.contains("[servers.analysis]"), "{text}");
+        assert!(!text.contains("[servers.files]"), "{text}");
+        let back = Config::load(Some(&path)).unwrap();
+        assert_eq!(
+            back.servers["analysis"],
+            Config::builtin().servers["analysis"]
+        );
+        assert!(back.servers.contains_key("files") && back.servers.contains_key("echo"));
+        // A user's change to a built-in is written, and kept.
+        let mut c = Config::load_for_edit(Some(&path)).unwrap();
+        c.servers.get_mut("analysis").unwrap().enabled = false;
+        c.save().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("[servers.analysis]"), "{text}");
+        assert!(!Config::load(Some(&path)).unwrap().servers["analysis"].enabled);
+    }
 
     #[test]
     fn defaults_match_the_documented_ones() {

@@ -149,6 +149,19 @@ pub async fn servers(cmd: ServersCommand) -> anyhow::Result<ExitCode> {
         ServersCommand::Add(a) => add(a),
         ServersCommand::Remove { name, config } => {
             let mut c = Config::load_for_edit(config.config.as_deref())?;
+            if c.core.builtin_servers && Config::builtin().servers.contains_key(&name) {
+                // A built-in would come back on the next load: it is turned off instead.
+                let Some(entry) = c.servers.get_mut(&name) else {
+                    bail!("no server named '{name}' in {}", c.path.display());
+                };
+                entry.enabled = false;
+                c.save()?;
+                println!(
+                    "disabled the built-in server '{name}' in {} (servers.{name}.enabled = false)",
+                    c.path.display()
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
             if c.servers.remove(&name).is_none() {
                 bail!("no server named '{name}' in {}", c.path.display());
             }
