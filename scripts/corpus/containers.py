@@ -33,8 +33,15 @@ def write_zip(out: Path, members: list[tuple[str, bytes]]) -> None:
 
 def normalize_zip(path: Path) -> None:
     """Rewrites an OOXML file (a zip) with fixed member times: the libraries stamp "now"."""
+    import re
+
     with zipfile.ZipFile(path) as z:
         members = [(i.filename, z.read(i)) for i in z.infolist()]
+    fixed = FIXED_DATE.strftime("%Y-%m-%dT%H:%M:%SZ").encode()
+    members = [
+        (n, re.sub(rb"(<dcterms:(?:created|modified)[^>]*>)[^<]*", rb"\g<1>" + fixed, d) if n == "docProps/core.xml" else d)
+        for n, d in members
+    ]
     write_zip(path, members)
 
 

@@ -159,6 +159,8 @@ def nsis_installers(c: Corpus, nsis_root: Path, nsis_common: Path, programs: lis
         name = exe.stem.split("-")[0].replace("_", " ").title()
         compressor = ("/SOLID lzma", "zlib", "bzip2")[i % 3]
         dest = out / f"{exe.stem}-setup.exe"
+        # NSIS stores the packed file's time: a fixed one, so a rebuild writes the same bytes.
+        os.utime(exe, (1_772_443_800, 1_772_443_800))
         script = c.scratch / f"{exe.stem}.nsi"
         script.write_text(NSIS_SCRIPT.format(compressor=compressor, name=name, out=dest, exe=exe, exe_name=exe.name))
         subprocess.run([str(nsis_root / "usr/bin/makensis"), "-V1", "-NOCD", str(script)], check=True, env=env,
