@@ -1,6 +1,8 @@
 //! `iocs_from_text` / `iocs_from_file`: URLs, domains, IPv4/IPv6, e-mails, hashes, registry keys and
 //! file paths, including defanged forms (`hxxp://`, `evil[.]com`, `1.2.3[.]4`, `user[@]x[.]com`).
-//! Every indicator is returned refanged, with `defanged: true` when the text had it defanged.
+//! Every indicator is returned refanged, with `defanged: true` when the text had it defanged, a
+//! confidence and the offset it came from; [`crate::ioc_judge`] says which ones are scored and
+//! which are only context (and why).
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -16,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     AnalysisConfig,
     common::{Page, check_cancel, on_sample, page},
+    ioc_judge::{self, Around, Confidence, FileFacts, Host, Judgement},
     strings::{scan_ascii, scan_utf16le},
 };
 
@@ -68,22 +71,6 @@ static UNIXPATH: LazyLock<Regex> = LazyLock::new(|| {
         .unwrap()
 });
 
-/// Top-level domains accepted for bare domains (a name ending in `.exe` or `.dll` is a file).
-const TLDS: &[&str] = &[
-    "com", "net", "org", "info", "biz", "io", "co", "ru", "cn", "de", "uk", "fr", "jp", "br", "in",
-    "it", "nl", "pl", "es", "eu", "us", "ca", "au", "ch", "se", "no", "fi", "dk", "be", "at", "cz",
-    "sk", "hu", "ro", "bg", "gr", "pt", "ie", "tr", "ua", "by", "kz", "ir", "il", "sa", "ae", "eg",
-    "za", "ng", "ke", "mx", "ar", "cl", "pe", "ve", "kr", "kp", "tw", "hk", "sg", "my", "th", "vn",
-    "id", "ph", "pk", "bd", "lk", "nz", "su", "tk", "ml", "ga", "cf", "gq", "cc", "tv", "ws", "me",
-    "to", "xyz", "top", "online", "site", "club", "live", "app", "dev", "cloud", "shop", "store",
-    "tech", "space", "website", "icu", "vip", "win", "bid", "loan", "work", "click", "link",
-    "download", "pw", "ly", "gov", "edu", "mil", "int", "onion", "name", "pro", "mobi", "asia",
-    "email", "life", "world", "today", "news", "zip", "mov", "fun", "ink", "buzz", "rest", "bar",
-    "cyou", "lat", "monster", "quest", "sbs", "cfd", "lol", "best", "uno", "host", "services",
-    "support", "network", "digital", "local", "lan", "am", "az", "ge", "uz", "md", "lt", "lv",
-    "ee", "si", "hr", "rs", "ba", "mk", "al", "is",
-];
-
 /// One indicator.
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
 pub struct Indicator {
@@ -92,8 +79,24 @@ pub struct Indicator {
     pub value: String,
     /// How many times it occurs.
     pub count: usize,
-    /// Whether it occurred defanged.
+    /// Whether it occurred really defanged (`hxxp`, `[.]`, `(.)`, `[:]`, `[@]`).
     pub defanged: bool,
+    /// How far it can be trusted (its best occurrence): high and medium are scored, low is
+    /// context only (see `reason`).
+    pub confidence: Confidence,
+    /// Where its best occurrence starts: the byte offset in the file (iocs_from_file) or in the
+    /// text (iocs_from_text).
+    pub offset: u64,
+    /// Why a low-confidence indicator is context, never scored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Indicator {
+    /// Whether it counts (towards the counts and the network fact), not only reported.
+    pub fn scored(&self) -> bool {
+        self.confidence.scored()
+    }
 }
 
 /// Undoes the usual defanging.
@@ -116,11 +119,6 @@ pub fn refang(s: &str) -> String {
         .into_owned()
 }
 
-fn tld_ok(domain: &str) -> bool {
-    let tld = domain.rsplit('.').next().unwrap_or("").to_ascii_lowercase();
-    TLDS.contains(&tld.as_str())
-}
-
 fn trim_url(u: &str) -> &str {
     let mut s = u.trim_end_matches(['.', ',', ';', ':', '!', '?', '\'', '"']);
     for (open, close) in [('(', ')'), ('[', ']'), ('{', '}')] {
@@ -131,57 +129,203 @@ fn trim_url(u: &str) -> &str {
     s.trim_end_matches(['.', ',', ';', ':'])
 }
 
-/// Finds the indicators of `kinds` in `text`, in kind order, each once with its count.
-pub fn extract(text: &str, kinds: &[&str]) -> Vec<Indicator> {
-    let mut found: Vec<Indicator> = Vec::new();
-    let mut index: HashMap<(&'static str, String), usize> = HashMap::new();
-    let mut add = |kind: &'static str, raw: &str, value: String| {
-        let defanged = raw != value;
-        match index.get(&(kind, value.clone())) {
+/// One printable run of a file, as laid into the scanned text.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    /// Where the run starts in the text.
+    text_start: usize,
+    /// Where it starts in the file.
+    offset: u64,
+    /// UTF-16LE (two bytes a character) rather than ASCII.
+    wide: bool,
+    /// Its length in characters.
+    len: usize,
+}
+
+/// Where the searched text came from.
+enum Origin<'a> {
+    /// Text given as such: offsets are the text's own.
+    Text,
+    /// The printable runs of a file.
+    File {
+        runs: &'a [Run],
+        facts: &'a FileFacts<'a>,
+    },
+}
+
+impl Origin<'_> {
+    /// The offset of text position `at`, and the reason the place makes a match there context.
+    fn locate(&self, at: usize) -> (u64, Option<&'static str>) {
+        match self {
+            Origin::Text => (at as u64, None),
+            Origin::File { runs, facts } => {
+                let i = runs
+                    .partition_point(|r| r.text_start <= at)
+                    .saturating_sub(1);
+                let Some(r) = runs.get(i) else {
+                    return (at as u64, None);
+                };
+                let chars = (at - r.text_start.min(at)) as u64;
+                let offset = r.offset + if r.wide { 2 * chars } else { chars };
+                (offset, facts.place(offset, r.len))
+            }
+        }
+    }
+}
+
+/// Collects indicators, one per (kind, value), keeping the best-judged occurrence.
+#[derive(Default)]
+struct Found {
+    list: Vec<Indicator>,
+    index: HashMap<(&'static str, String), usize>,
+}
+
+impl Found {
+    fn add(&mut self, kind: &'static str, raw: &str, value: String, offset: u64, j: Judgement) {
+        let defanged = NETWORK_KINDS.contains(&kind) && ioc_judge::defanged(raw);
+        let (confidence, reason) = j;
+        match self.index.get(&(kind, value.clone())) {
             Some(&i) => {
-                found[i].count += 1;
-                found[i].defanged |= defanged;
+                let f = &mut self.list[i];
+                f.count += 1;
+                f.defanged |= defanged;
+                if confidence > f.confidence {
+                    f.confidence = confidence;
+                    f.offset = offset;
+                    f.reason = reason.map(str::to_string);
+                }
             }
             None => {
-                index.insert((kind, value.clone()), found.len());
-                found.push(Indicator {
+                self.index.insert((kind, value.clone()), self.list.len());
+                self.list.push(Indicator {
                     kind: kind.to_string(),
                     value,
                     count: 1,
                     defanged,
+                    confidence,
+                    offset,
+                    reason: reason.map(str::to_string),
                 });
             }
         }
+    }
+}
+
+/// The kinds that name a place on the network.
+pub const NETWORK_KINDS: &[&str] = &["url", "domain", "ipv4", "ipv6", "email"];
+
+/// A URL or e-mail match: its span in the text, its refanged value and how it was judged.
+struct Span {
+    range: std::ops::Range<usize>,
+    host: Option<String>,
+    judgement: Judgement,
+}
+
+/// Finds the indicators of `kinds` in `text`, in kind order, each once with its count, its
+/// confidence and the offset in `text` of its best occurrence.
+pub fn extract(text: &str, kinds: &[&str]) -> Vec<Indicator> {
+    extract_in(text, kinds, &Origin::Text)
+}
+
+/// Finds the indicators of `kinds` in a file's ASCII and UTF-16LE strings (of at least 4
+/// characters), judged by where they lie in the file (see [`ioc_judge`]); offsets are the file's.
+pub fn extract_from_bytes(
+    bytes: &[u8],
+    kinds: &[&str],
+    cancel: &dyn Fn() -> bool,
+) -> Vec<Indicator> {
+    let (text, runs) = text_and_runs(bytes, 4, cancel);
+    if cancel() {
+        return Vec::new();
+    }
+    let facts = FileFacts::read(bytes, cancel);
+    extract_in(
+        &text,
+        kinds,
+        &Origin::File {
+            runs: &runs,
+            facts: &facts,
+        },
+    )
+}
+
+fn extract_in(text: &str, kinds: &[&str], origin: &Origin<'_>) -> Vec<Indicator> {
+    let mut found = Found::default();
+    let judge = |start: usize, end: usize, rule: &dyn Fn(&Around<'_>) -> Judgement| {
+        let (offset, place) = origin.locate(start);
+        let j = match place {
+            Some(reason) => (Confidence::Low, Some(reason)),
+            None => rule(&Around::of(text, start, end)),
+        };
+        (offset, j)
     };
-    for &kind in KINDS.iter().filter(|k| kinds.contains(k)) {
-        match kind {
-            "url" => {
-                for m in URL.find_iter(text) {
-                    let raw = trim_url(m.as_str());
-                    add(kind, raw, refang(raw));
-                }
+    let wants = |k: &str| kinds.contains(&k);
+    // URLs and e-mails first: a domain inside one is judged as its host.
+    let mut urls: Vec<Span> = Vec::new();
+    if wants("url") || wants("domain") {
+        for m in URL.find_iter(text) {
+            let raw = trim_url(m.as_str());
+            let value = refang(raw);
+            let (offset, j) = judge(m.start(), m.start() + raw.len(), &|a| {
+                ioc_judge::url(&value, raw, a)
+            });
+            if wants("url") {
+                found.add("url", raw, value.clone(), offset, j);
             }
+            urls.push(Span {
+                range: m.start()..m.start() + raw.len(),
+                host: ioc_judge::url_host(&value),
+                judgement: j,
+            });
+        }
+    }
+    if wants("email") || wants("domain") {
+        for m in EMAIL.find_iter(text) {
+            let raw = m.as_str();
+            let value = refang(raw);
+            let (offset, j) = judge(m.start(), m.end(), &|_| ioc_judge::email(&value, raw));
+            let domain = value.rsplit('@').next().unwrap_or("").to_ascii_lowercase();
+            if wants("email")
+                && psl::domain(domain.as_bytes()).is_some_and(|d| d.suffix().is_known())
+            {
+                found.add("email", raw, value.clone(), offset, j);
+            }
+            urls.push(Span {
+                range: m.range(),
+                host: value.rsplit_once('@').map(|(_, d)| d.to_ascii_lowercase()),
+                judgement: j,
+            });
+        }
+    }
+    for &kind in KINDS.iter().filter(|k| wants(k)) {
+        match kind {
             "domain" => {
                 for m in DOMAIN.find_iter(text) {
                     let raw = m.as_str();
                     let v = refang(raw).to_ascii_lowercase();
-                    if tld_ok(&v) && !v.split('.').all(|l| l.bytes().all(|c| c.is_ascii_digit())) {
-                        add(kind, raw, v);
+                    if psl::domain(v.as_bytes()).is_none_or(|d| !d.suffix().is_known())
+                        || v.split('.').all(|l| l.bytes().all(|c| c.is_ascii_digit()))
+                    {
+                        // No public suffix at all (a file name, a member access): not a domain.
+                        continue;
                     }
-                }
-            }
-            "email" => {
-                for m in EMAIL.find_iter(text) {
-                    let raw = m.as_str();
-                    let v = refang(raw);
-                    if tld_ok(&v) {
-                        add(kind, raw, v);
-                    }
+                    let within = urls
+                        .iter()
+                        .find(|s| s.range.start <= m.start() && m.end() <= s.range.end);
+                    let host = match within {
+                        None => Host::Bare,
+                        Some(s) if s.host.as_deref() == Some(v.as_str()) => Host::Of(s.judgement.0),
+                        // A name in a URL's path or query, not its host.
+                        Some(_) => continue,
+                    };
+                    let (offset, j) =
+                        judge(m.start(), m.end(), &|a| ioc_judge::domain(&v, raw, a, host));
+                    found.add(kind, raw, v.clone(), offset, j);
                 }
             }
             "ipv4" => {
                 for m in IPV4.find_iter(text) {
-                    // Skip the middle of longer dotted runs (version numbers like 1.2.3.4.5).
+                    // The middle of a longer dotted run (1.2.3.4.5) is a version, not an address.
                     let after = &text[m.end()..];
                     let before = &text[..m.start()];
                     if after.starts_with('.')
@@ -191,7 +335,12 @@ pub fn extract(text: &str, kinds: &[&str]) -> Vec<Indicator> {
                     {
                         continue;
                     }
-                    add(kind, m.as_str(), refang(m.as_str()));
+                    let raw = m.as_str();
+                    let value = refang(raw);
+                    let (offset, j) = judge(m.start(), m.end(), &|a| {
+                        ioc_judge::ipv4(&value, raw, a, false)
+                    });
+                    found.add(kind, raw, value.clone(), offset, j);
                 }
             }
             "ipv6" => {
@@ -204,7 +353,10 @@ pub fn extract(text: &str, kinds: &[&str]) -> Vec<Indicator> {
                         && !ip.is_unspecified()
                         && cand.bytes().filter(u8::is_ascii_hexdigit).count() >= 2
                     {
-                        add(kind, cand, ip.to_string());
+                        let (offset, j) = judge(m.start(), m.start() + cand.len(), &|_| {
+                            ioc_judge::ipv6(ip, cand)
+                        });
+                        found.add(kind, cand, ip.to_string(), offset, j);
                     }
                 }
             }
@@ -220,7 +372,9 @@ pub fn extract(text: &str, kinds: &[&str]) -> Vec<Indicator> {
                     let letters = h.bytes().any(|c| c.is_ascii_alphabetic());
                     let digits = h.bytes().any(|c| c.is_ascii_digit());
                     if h.len() == want && letters && digits {
-                        add(kind, h, h.to_ascii_lowercase());
+                        let (offset, j) =
+                            judge(m.start(), m.end(), &|_| (Confidence::Medium, None));
+                        found.add(kind, h, h.to_ascii_lowercase(), offset, j);
                     }
                 }
             }
@@ -228,7 +382,9 @@ pub fn extract(text: &str, kinds: &[&str]) -> Vec<Indicator> {
                 for m in REGISTRY.find_iter(text) {
                     let v = m.as_str().trim_end();
                     if v.contains('\\') {
-                        add(kind, v, v.to_string());
+                        let (offset, j) =
+                            judge(m.start(), m.end(), &|_| (Confidence::Medium, None));
+                        found.add(kind, v, v.to_string(), offset, j);
                     }
                 }
             }
@@ -236,35 +392,59 @@ pub fn extract(text: &str, kinds: &[&str]) -> Vec<Indicator> {
                 for m in WINPATH.find_iter(text) {
                     let v = m.as_str().trim_end_matches(['.', ',', ';', ')']);
                     if v.len() > 3 {
-                        add(kind, v, v.to_string());
+                        let (offset, j) =
+                            judge(m.start(), m.end(), &|_| (Confidence::Medium, None));
+                        found.add(kind, v, v.to_string(), offset, j);
                     }
                 }
                 for c in UNIXPATH.captures_iter(text) {
-                    let v = c[1].trim_end_matches(['.', ',', ';']);
-                    add(kind, v, v.to_string());
+                    let m = c.get(1).expect("group 1 always takes part");
+                    let v = m.as_str().trim_end_matches(['.', ',', ';']);
+                    let (offset, j) = judge(m.start(), m.end(), &|_| (Confidence::Medium, None));
+                    found.add(kind, v, v.to_string(), offset, j);
                 }
             }
             _ => {}
         }
     }
-    found
+    // Kind order, as the kinds were walked (URLs and e-mails were found first).
+    let mut list = found.list;
+    list.sort_by_key(|i| KINDS.iter().position(|k| *k == i.kind));
+    list
 }
 
 /// The text an indicator search runs over for a binary file: its ASCII and UTF-16LE strings of at
 /// least `min_len` characters, one per line.
 pub fn text_of(bytes: &[u8], min_len: usize, cancel: &dyn Fn() -> bool) -> String {
+    text_and_runs(bytes, min_len, cancel).0
+}
+
+fn text_and_runs(bytes: &[u8], min_len: usize, cancel: &dyn Fn() -> bool) -> (String, Vec<Run>) {
     let mut text = String::new();
-    scan_ascii(bytes, min_len, cancel, |_, run| {
+    let mut runs = Vec::new();
+    scan_ascii(bytes, min_len, cancel, |at, run| {
+        runs.push(Run {
+            text_start: text.len(),
+            offset: at as u64,
+            wide: false,
+            len: run.len(),
+        });
         text.push_str(std::str::from_utf8(run).unwrap_or_default());
         text.push('\n');
         true
     });
-    scan_utf16le(bytes, min_len, cancel, |_, s| {
+    scan_utf16le(bytes, min_len, cancel, |at, s| {
+        runs.push(Run {
+            text_start: text.len(),
+            offset: at as u64,
+            wide: true,
+            len: s.len(),
+        });
         text.push_str(&s);
         text.push('\n');
         true
     });
-    text
+    (text, runs)
 }
 
 fn parse_kinds(kinds: Option<Vec<String>>) -> Result<Vec<&'static str>, ToolError> {
@@ -345,11 +525,19 @@ pub struct IocsOutput {
     /// The file that was read (iocs_from_file only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub read_path: Option<String>,
-    /// Distinct indicators per kind (before paging).
+    /// Distinct *scored* indicators per kind (confidence high or medium; before paging): what a
+    /// verdict may count. Context indicators are counted in `context_counts`.
     pub counts: BTreeMap<String, usize>,
     #[serde(flatten)]
     pub page: Page,
+    /// The scored indicators (confidence high or medium), paged.
     pub indicators: Vec<Indicator>,
+    /// Distinct context indicators per kind: reported, never scored.
+    pub context_counts: BTreeMap<String, usize>,
+    /// The context indicators (confidence low), each with the reason it is not scored: found in a
+    /// high-entropy region, a section or symbol name, a namespace, a version string, … (at most
+    /// `limit` of them).
+    pub context: Vec<Indicator>,
 }
 
 fn answer(
@@ -358,16 +546,26 @@ fn answer(
     limit: usize,
     read_path: Option<String>,
 ) -> IocsOutput {
-    let mut counts = BTreeMap::new();
-    for i in &all {
-        *counts.entry(i.kind.clone()).or_insert(0) += 1;
-    }
-    let (indicators, page) = page(all, offset, limit);
+    let (scored, mut context): (Vec<Indicator>, Vec<Indicator>) =
+        all.into_iter().partition(Indicator::scored);
+    let count = |list: &[Indicator]| {
+        let mut counts = BTreeMap::new();
+        for i in list {
+            *counts.entry(i.kind.clone()).or_insert(0) += 1;
+        }
+        counts
+    };
+    let counts = count(&scored);
+    let context_counts = count(&context);
+    context.truncate(limit);
+    let (indicators, page) = page(scored, offset, limit);
     IocsOutput {
         read_path,
         counts,
         page,
         indicators,
+        context_counts,
+        context,
     }
 }
 
@@ -376,7 +574,9 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
         ToolMeta::new(
             "iocs_from_text",
             "Indicators of compromise in a text: URLs, domains, IPv4/IPv6, e-mails, MD5/SHA hashes, \
-             registry keys, file paths; defanged forms (hxxp, [.]) are found and refanged.",
+             registry keys, file paths; defanged forms (hxxp, [.]) are found and refanged. Each has a \
+             confidence and an offset; `counts` counts only the confident ones, the rest (namespaces, \
+             version strings, names without a public suffix, …) are listed in `context` with why.",
         )
         .title("Indicators in text")
         .timeout_s(60),
@@ -390,7 +590,10 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
         ToolMeta::new(
             "iocs_from_file",
             "Indicators of compromise in the sample's ASCII and UTF-16LE strings: URLs, domains, \
-             IPv4/IPv6, e-mails, hashes, registry keys, file paths, defanged forms included.",
+             IPv4/IPv6, e-mails, hashes, registry keys, file paths, defanged forms included. Each has a \
+             confidence and its file offset; `counts` counts only the confident ones; what lies in \
+             high-entropy regions, section or symbol names, certificates, version resources or \
+             document namespaces is listed in `context` with why, never counted.",
         )
         .title("Indicators in a file")
         .timeout_s(120),
@@ -399,10 +602,10 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
             async move {
                 let kinds = parse_kinds(a.kinds)?;
                 on_sample(&config.roots, ctx, a.path, a.carved_path, move |s, ctx| {
-                    let text = text_of(s.bytes(), 4, &|| ctx.is_cancelled());
+                    let found = extract_from_bytes(s.bytes(), &kinds, &|| ctx.is_cancelled());
                     check_cancel(ctx)?;
                     Ok(answer(
-                        extract(&text, &kinds),
+                        found,
                         a.offset,
                         a.limit.max(1),
                         Some(s.read_path()),
@@ -463,8 +666,12 @@ mod tests {
             "a version number is not an address"
         );
         assert!(
-            find(t, "domain").is_empty(),
+            !find(t, "domain").contains(&"config.exe".to_string()),
             "config.exe is a file, not a domain"
+        );
+        assert!(
+            extract(t, &["domain"]).iter().all(|i| !i.scored()),
+            "payload.sh is a file name, reported as context only"
         );
     }
 

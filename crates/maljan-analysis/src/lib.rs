@@ -30,6 +30,7 @@ pub mod hashes;
 pub mod identify;
 mod identify_formats;
 mod identify_text;
+pub mod ioc_judge;
 pub mod iocs;
 pub mod macho;
 mod macho_parts;

@@ -53,6 +53,8 @@ pub struct Outcome {
     pub verdict: String,
     pub basis: bool,
     pub facts: Vec<String>,
+    /// The facts' ids that lean malicious (for the tally of what drives false positives).
+    pub accusing: Vec<String>,
     pub claims: Vec<String>,
     pub summary: String,
     pub status: String,
@@ -179,6 +181,7 @@ fn run_one(o: &Options, e: &Entry, home: &Path) -> Outcome {
             verdict: "error".into(),
             basis: false,
             facts: vec![],
+            accusing: vec![],
             claims: vec![],
             summary: String::new(),
             status: "no report".into(),
@@ -250,6 +253,11 @@ pub fn outcome_from_report(
     let word = verdict["verdict"].as_str().unwrap_or("unknown").to_owned();
     let facts_v = verdict["facts"].as_array().cloned().unwrap_or_default();
     let basis = facts_v.iter().any(|f| f["leaning"] == "benign");
+    let accusing = facts_v
+        .iter()
+        .filter(|f| f["leaning"] == "malicious")
+        .filter_map(|f| f["id"].as_str().map(str::to_owned))
+        .collect();
     let mut facts: Vec<(u64, String)> = facts_v
         .iter()
         .map(|f| {
@@ -290,6 +298,7 @@ pub fn outcome_from_report(
         verdict: word,
         basis,
         facts: facts.into_iter().map(|f| f.1).collect(),
+        accusing,
         claims,
         summary: verdict["summary"].as_str().unwrap_or("").to_owned(),
         status: v["status"].as_str().unwrap_or("?").to_owned(),

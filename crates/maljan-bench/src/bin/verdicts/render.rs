@@ -165,6 +165,11 @@ pub fn markdown(r: &Run) -> String {
          with a private MALJAN_HOME.\n",
         r.jobs
     );
+    let _ = writeln!(
+        s,
+        "To run it again: `eval \"$(scripts/peers.sh)\"` (builds the corpora once), `cargo build -p maljan`, \
+         `cargo run -p maljan-bench --bin verdicts -- --capa 20` (options in the binary's header).\n"
+    );
     let _ = writeln!(s, "- measured commit: {}", r.commit);
     let _ = writeln!(s, "- maljan binary: `{}`", r.maljan.display());
     let _ = writeln!(
@@ -252,6 +257,22 @@ pub fn markdown(r: &Run) -> String {
          weight, first observation) or its claims.\n",
         wrong.len()
     );
+    let mut tally_fp: BTreeMap<&str, usize> = BTreeMap::new();
+    for o in wrong.iter().filter(|o| o.entry.label == "benign") {
+        for id in &o.accusing {
+            *tally_fp.entry(id.as_str()).or_default() += 1;
+        }
+    }
+    if !tally_fp.is_empty() {
+        let mut v: Vec<(&str, usize)> = tally_fp.into_iter().collect();
+        v.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+        let list: Vec<String> = v.iter().map(|(id, n)| format!("`{id}` {n}")).collect();
+        let _ = writeln!(
+            s,
+            "Facts leaning malicious on the benign files called suspicious or malicious (files): {}.\n",
+            list.join(", ")
+        );
+    }
     for o in &wrong {
         let why = if !o.facts.is_empty() {
             o.facts
