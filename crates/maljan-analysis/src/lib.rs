@@ -31,6 +31,7 @@ pub mod identify;
 mod identify_formats;
 mod identify_text;
 pub mod ioc_judge;
+mod ioc_places;
 pub mod iocs;
 pub mod macho;
 mod macho_parts;
