@@ -1,8 +1,12 @@
-// Droppers and loaders: payloads carried inside another file, and download-and-run scripts.
+// Droppers and loaders: payloads carried inside another file (identification: the carrier decides
+// what it means), auto-running macros and download-and-run scripts (detection, each naming the fact
+// of maljan's facts table it shows).
 
 rule Dropper_Embedded_PE
 {
     meta:
+        purpose = "identification"
+        fact = "carries_executable"
         description = "A second PE image inside the file (DOS stub text past the first kilobyte)"
         category = "dropper"
     strings:
@@ -16,6 +20,8 @@ rule Dropper_Embedded_PE
 rule Dropper_Office_Macro_Autoexec
 {
     meta:
+        purpose = "detection"
+        fact = "auto_exec_macro"
         description = "Office macro that runs on open and starts a program or a shell"
         category = "dropper"
     strings:
@@ -34,6 +40,8 @@ rule Dropper_Office_Macro_Autoexec
 rule Downloader_PowerShell_Cradle
 {
     meta:
+        purpose = "detection"
+        fact = "download_execute"
         description = "PowerShell download cradle or encoded command"
         category = "downloader"
     strings:

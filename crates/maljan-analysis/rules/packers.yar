@@ -1,9 +1,12 @@
-// Packers and protectors, by the marks their stubs leave. Each needs a PE (MZ at 0) and two
-// independent marks, so a string alone in a document does not fire.
+// Packers, protectors and installers, by the marks their stubs leave. Each needs a PE (MZ at 0)
+// and two independent marks, so a string alone in a document does not fire. Identification rules
+// (purpose = "identification"): they say what built or wraps a program, which is identity, not
+// malice — maljan's verdict never counts them as strong.
 
 rule Packer_UPX
 {
     meta:
+        purpose = "identification"
         description = "UPX-packed executable (section names UPX0/UPX1 or the UPX! header)"
         category = "packer"
     strings:
@@ -19,6 +22,7 @@ rule Packer_UPX
 rule Packer_MPRESS
 {
     meta:
+        purpose = "identification"
         description = "MPRESS-packed executable (sections .MPRESS1/.MPRESS2)"
         category = "packer"
     strings:
@@ -31,6 +35,7 @@ rule Packer_MPRESS
 rule Packer_ASPack
 {
     meta:
+        purpose = "identification"
         description = "ASPack-packed executable (sections .aspack/.adata)"
         category = "packer"
     strings:
@@ -43,6 +48,7 @@ rule Packer_ASPack
 rule Protector_Themida_WinLicense
 {
     meta:
+        purpose = "identification"
         description = "Themida / WinLicense protected executable (section names)"
         category = "protector"
     strings:
@@ -56,6 +62,7 @@ rule Protector_Themida_WinLicense
 rule Protector_VMProtect
 {
     meta:
+        purpose = "identification"
         description = "VMProtect protected executable (sections .vmp0/.vmp1)"
         category = "protector"
     strings:
@@ -68,6 +75,7 @@ rule Protector_VMProtect
 rule Installer_NSIS
 {
     meta:
+        purpose = "identification"
         description = "Nullsoft (NSIS) installer: the stub's marker and its compressed data header"
         category = "installer"
     strings:
@@ -80,6 +88,7 @@ rule Installer_NSIS
 rule Installer_Inno_Setup
 {
     meta:
+        purpose = "identification"
         description = "Inno Setup installer (its setup loader's marks)"
         category = "installer"
     strings:
@@ -93,6 +102,7 @@ rule Installer_Inno_Setup
 rule Packer_PyInstaller
 {
     meta:
+        purpose = "identification"
         description = "PyInstaller bundle (its CArchive cookie)"
         category = "packer"
     strings:

@@ -7,8 +7,18 @@
 //! features. Features are API names (matched against the PE import table, A/W/Ex variants
 //! included, and as strings, which also catches API resolved by name at run time) and marker
 //! strings (ASCII and UTF-16LE, optionally case-insensitive), found in one Aho-Corasick pass.
-//! It reads imports and strings, not code: capa, which follows the code, remains the deeper
-//! look (see bench/analysis_capabilities.md for how the two compare).
+//! It reads imports and strings, and the code only where an import alone says too little
+//! ([`crate::capabilities_code`]: SetWindowsHookEx called with WH_KEYBOARD_LL). capa, which
+//! follows the code, remains the deeper look (see bench/analysis_capabilities.md).
+//!
+//! Capabilities **describe**, as capa's do; each rule also says whether it is *discriminating*:
+//! a combination of imports, strings and constants that separates programs doing it on purpose
+//! (OpenProcess + VirtualAllocEx + WriteProcessMemory + CreateRemoteThread; a Run-key path with
+//! RegSetValueEx; a low-level keyboard hook; a credential store's path with its reader). Only
+//! discriminating findings accuse (maljan's verdict turns them into facts); resolving API at run
+//! time (T1129), enumerating files (T1083), a debugger check the C runtime makes (T1622) or a
+//! socket import alone are descriptions, never scored. An API name found as a string in a DLL's
+//! own export table is not a use of it (a system DLL exports these names), so it does not count.
 
 use std::{collections::BTreeMap, sync::Arc};
 
@@ -36,6 +46,8 @@ enum F {
 use F::*;
 
 struct Rule {
+    /// Whether a match separates programs that do it on purpose (see the module documentation).
+    discriminating: bool,
     name: &'static str,
     technique: &'static str,
     technique_name: &'static str,
@@ -44,6 +56,7 @@ struct Rule {
     groups: &'static [(usize, &'static [F])],
 }
 
+/// A rule that describes.
 const fn rule(
     name: &'static str,
     technique: &'static str,
@@ -52,6 +65,25 @@ const fn rule(
     groups: &'static [(usize, &'static [F])],
 ) -> Rule {
     Rule {
+        discriminating: false,
+        name,
+        technique,
+        technique_name,
+        tactic,
+        groups,
+    }
+}
+
+/// A discriminating rule: it accuses.
+const fn accuse(
+    name: &'static str,
+    technique: &'static str,
+    technique_name: &'static str,
+    tactic: &'static str,
+    groups: &'static [(usize, &'static [F])],
+) -> Rule {
+    Rule {
+        discriminating: true,
         name,
         technique,
         technique_name,
@@ -77,18 +109,19 @@ const EXEC: &[F] = &[
 ];
 
 const RULES: &[Rule] = &[
-    rule(
+    accuse(
         "inject code into another process",
         "T1055",
         "Process Injection",
         "defense-evasion",
         &[
+            (1, &[Api("OpenProcess"), Api("NtOpenProcess")]),
             (1, &[Api("VirtualAllocEx"), Api("NtAllocateVirtualMemory")]),
             (1, &[Api("WriteProcessMemory"), Api("NtWriteVirtualMemory")]),
             (1, THREAD_START),
         ],
     ),
-    rule(
+    accuse(
         "hollow a process (unmap and replace its image)",
         "T1055.012",
         "Process Hollowing",
@@ -99,10 +132,11 @@ const RULES: &[Rule] = &[
                 &[Api("NtUnmapViewOfSection"), Api("ZwUnmapViewOfSection")],
             ),
             (1, &[Api("SetThreadContext"), Api("Wow64SetThreadContext")]),
+            (1, &[Api("WriteProcessMemory"), Api("NtWriteVirtualMemory")]),
             (1, &[Api("ResumeThread")]),
         ],
     ),
-    rule(
+    accuse(
         "persist through a Run registry key",
         "T1547.001",
         "Registry Run Keys / Startup Folder",
@@ -113,7 +147,6 @@ const RULES: &[Rule] = &[
                 1,
                 &[
                     Api("RegSetValueEx"),
-                    Api("RegCreateKeyEx"),
                     NoCase("reg add"),
                     NoCase("New-ItemProperty"),
                 ],
@@ -205,6 +238,31 @@ const RULES: &[Rule] = &[
             ],
         )],
     ),
+    accuse(
+        "download a file and run it",
+        "T1105",
+        "Ingress Tool Transfer",
+        "command-and-control",
+        &[
+            (
+                1,
+                &[
+                    Api("URLDownloadToFile"),
+                    NoCase("DownloadFile"),
+                    NoCase("certutil -urlcache"),
+                ],
+            ),
+            (
+                1,
+                &[
+                    Api("WinExec"),
+                    Api("ShellExecute"),
+                    Api("CreateProcess"),
+                    NoCase("Start-Process"),
+                ],
+            ),
+        ],
+    ),
     rule(
         "talk HTTP to a server",
         "T1071.001",
@@ -244,7 +302,7 @@ const RULES: &[Rule] = &[
         ],
     ),
     rule(
-        "capture keystrokes",
+        "read the keyboard's state",
         "T1056.001",
         "Keylogging",
         "collection",
@@ -307,6 +365,73 @@ const RULES: &[Rule] = &[
             ],
         )],
     ),
+    accuse(
+        "detect a debugger deliberately (remote-debugger and thread-hiding checks)",
+        "T1622",
+        "Debugger Evasion",
+        "defense-evasion",
+        &[
+            (
+                1,
+                &[
+                    Api("CheckRemoteDebuggerPresent"),
+                    Api("NtSetInformationThread"),
+                    Api("ZwSetInformationThread"),
+                ],
+            ),
+            (
+                1,
+                &[
+                    Api("IsDebuggerPresent"),
+                    Api("NtQueryInformationProcess"),
+                    Api("ZwQueryInformationProcess"),
+                ],
+            ),
+        ],
+    ),
+    accuse(
+        "look for analysis tools by process name",
+        "T1622",
+        "Debugger Evasion",
+        "defense-evasion",
+        &[(
+            2,
+            &[
+                NoCase("ollydbg.exe"),
+                NoCase("x64dbg.exe"),
+                NoCase("x32dbg.exe"),
+                NoCase("windbg.exe"),
+                NoCase("idaq.exe"),
+                NoCase("ida64.exe"),
+                NoCase("procmon.exe"),
+                NoCase("wireshark.exe"),
+                NoCase("processhacker.exe"),
+                NoCase("fiddler.exe"),
+            ],
+        )],
+    ),
+    accuse(
+        "detect a virtual machine or sandbox by its artifacts",
+        "T1497.001",
+        "System Checks",
+        "defense-evasion",
+        &[(
+            2,
+            &[
+                NoCase("VBoxService.exe"),
+                NoCase("VBoxTray.exe"),
+                NoCase("VBoxMouse.sys"),
+                NoCase("VBoxGuest.sys"),
+                NoCase("vmtoolsd.exe"),
+                NoCase("vmwaretray.exe"),
+                NoCase("vmhgfs.sys"),
+                NoCase("vmmouse.sys"),
+                Str("SbieDll.dll"),
+                NoCase("HARDWARE\\ACPI\\DSDT\\VBOX__"),
+                NoCase("qemu-ga.exe"),
+            ],
+        )],
+    ),
     rule(
         "detect a virtual machine or sandbox",
         "T1497.001",
@@ -340,7 +465,7 @@ const RULES: &[Rule] = &[
             ],
         )],
     ),
-    rule(
+    accuse(
         "delete shadow copies or disable recovery",
         "T1490",
         "Inhibit System Recovery",
@@ -430,14 +555,60 @@ const RULES: &[Rule] = &[
             ],
         )],
     ),
-    rule(
+    accuse(
         "dump credentials from LSASS",
         "T1003.001",
         "LSASS Memory",
         "credential-access",
         &[
             (1, &[NoCase("lsass.exe")]),
-            (1, &[Api("MiniDumpWriteDump"), Api("OpenProcess")]),
+            (1, &[Api("MiniDumpWriteDump")]),
+        ],
+    ),
+    accuse(
+        "copy the SAM registry hive",
+        "T1003.002",
+        "Security Account Manager",
+        "credential-access",
+        &[(
+            1,
+            &[
+                NoCase("reg save hklm\\sam"),
+                NoCase("\\config\\SAM"),
+                NoCase("\\GLOBALROOT\\Device\\HarddiskVolumeShadowCopy"),
+            ],
+        )],
+    ),
+    accuse(
+        "read a browser's saved passwords",
+        "T1555.003",
+        "Credentials from Web Browsers",
+        "credential-access",
+        &[
+            (
+                1,
+                &[
+                    NoCase("\\Google\\Chrome\\User Data"),
+                    NoCase("\\Microsoft\\Edge\\User Data"),
+                    NoCase("\\BraveSoftware\\Brave-Browser\\User Data"),
+                    NoCase("\\Mozilla\\Firefox\\Profiles"),
+                    Str("logins.json"),
+                    Str("signons.sqlite"),
+                ],
+            ),
+            (
+                1,
+                &[
+                    Api("CryptUnprotectData"),
+                    Api("sqlite3_open"),
+                    NoCase("password_value"),
+                    NoCase("encryptedPassword"),
+                    Api("CopyFile"),
+                    Api("CreateFile"),
+                    Api("ReadFile"),
+                    Api("fopen"),
+                ],
+            ),
         ],
     ),
     rule(
@@ -477,7 +648,10 @@ pub struct CapabilityFinding {
     pub technique: String,
     pub technique_name: String,
     pub tactic: String,
-    /// import (detail "DLL!Function"), string (with its offset), or packer.
+    /// Whether it separates programs that do it on purpose: only these accuse (maljan's verdict
+    /// counts them as facts); the others describe what ordinary programs also do.
+    pub discriminating: bool,
+    /// import (detail "DLL!Function"), string (with its offset), code (a call site), or packer.
     pub evidence: Vec<Evidence>,
 }
 
@@ -485,25 +659,32 @@ pub struct CapabilityFinding {
 pub fn capabilities(b: &[u8], budget: &Budget) -> Result<Vec<CapabilityFinding>, ToolError> {
     contain("capabilities", || {
         budget.scan(b.len(), "the capability search")?;
-        let imports: Vec<(String, String)> = if b.starts_with(b"MZ") {
+        let (imports, exports): (Vec<(String, String)>, Vec<String>) = if b.starts_with(b"MZ") {
             let parts = PeParts {
                 resources: false,
-                exports: false,
+                exports: true,
                 sections: false,
-                limit: 1,
+                limit: 100_000,
                 ..PeParts::default()
             };
-            pe_info(b, parts, budget)
-                .ok()
+            let info = pe_info(b, parts, budget).ok();
+            let exports = info
+                .as_ref()
+                .and_then(|p| p.exports.as_ref())
+                .map(|e| e.functions.iter().filter_map(|f| f.name.clone()).collect())
+                .unwrap_or_default();
+            let imports = info
                 .and_then(|p| p.imports)
                 .unwrap_or_default()
                 .into_iter()
                 .flat_map(|d| d.functions.into_iter().map(move |f| (d.dll.clone(), f)))
-                .collect()
+                .collect();
+            (imports, exports)
         } else {
-            Vec::new()
+            (Vec::new(), Vec::new())
         };
-        let strings = Strings::find(b, budget)?;
+        let mut strings = Strings::find(b, budget)?;
+        strings.forget_exports(&exports);
         let mut out = Vec::new();
         for r in RULES {
             let mut evidence = Vec::new();
@@ -525,9 +706,21 @@ pub fn capabilities(b: &[u8], budget: &Budget) -> Result<Vec<CapabilityFinding>,
                     technique: r.technique.into(),
                     technique_name: r.technique_name.into(),
                     tactic: r.tactic.into(),
+                    discriminating: r.discriminating,
                     evidence,
                 });
             }
+        }
+        let hooks = crate::capabilities_code::keyboard_hooks(b, budget)?;
+        if !hooks.is_empty() {
+            out.push(CapabilityFinding {
+                name: "capture keystrokes with a low-level keyboard hook".into(),
+                technique: "T1056.001".into(),
+                technique_name: "Keylogging".into(),
+                tactic: "collection".into(),
+                discriminating: true,
+                evidence: hooks,
+            });
         }
         for f in toolchain::detect(b, budget)? {
             if matches!(f.category, Category::Packer | Category::Protector) {
@@ -536,6 +729,8 @@ pub fn capabilities(b: &[u8], budget: &Budget) -> Result<Vec<CapabilityFinding>,
                     technique: "T1027.002".into(),
                     technique_name: "Software Packing".into(),
                     tactic: "defense-evasion".into(),
+                    // Packing is identity (installers and ordinary programs are packed too).
+                    discriminating: false,
                     evidence: f.evidence,
                 });
             }
@@ -629,6 +824,21 @@ impl Strings {
 
     fn at(&self, s: &str) -> Option<u64> {
         self.0.get(s).copied()
+    }
+
+    /// A DLL's own export names are not uses of those APIs: they stop counting as strings
+    /// (A/W/Ex variants of a feature included).
+    fn forget_exports(&mut self, exports: &[String]) {
+        if exports.is_empty() {
+            return;
+        }
+        let exported: std::collections::HashSet<&str> =
+            exports.iter().map(String::as_str).collect();
+        self.0.retain(|name, _| {
+            !["", "A", "W", "Ex", "ExA", "ExW"]
+                .iter()
+                .any(|suffix| exported.contains(format!("{name}{suffix}").as_str()))
+        });
     }
 }
 

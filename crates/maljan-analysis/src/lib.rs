@@ -20,6 +20,7 @@
 pub mod archive;
 pub mod budget;
 pub mod capabilities;
+mod capabilities_code;
 pub mod carve;
 pub mod common;
 pub mod document;

@@ -8,6 +8,15 @@
 //! `builtin_rules` off (`maljan serve analysis --no-builtin-rules`) the directory replaces the
 //! built-in set. Rules are compiled once per ruleset and kept. With neither, the tool is
 //! unavailable, and the manifest says why and how to fix it.
+//!
+//! Each match carries its rule's **purpose**: `identification` (packers, compilers, installers,
+//! file kinds — identity, not malice), `detection` (known-bad content such as EICAR) or
+//! `unclassified`. The built-in rules declare it in their `purpose` metadata (with `fact`, the
+//! fact of maljan's facts table a detection shows, and `family` when it names one). A third-party
+//! rule that declares none is `identification` when its category metadata, tags or name say it
+//! identifies a packer, protector, compiler, installer or file type (the PEiD-style rule sets),
+//! and `unclassified` otherwise; maljan's verdict counts an unclassified match as a detection
+//! that names no family (unless the rule's `family` / `malware_family` metadata gives one).
 
 use std::{
     path::{Path, PathBuf},
@@ -24,6 +33,45 @@ use crate::common::open_sample;
 
 /// The ceiling on a scan's timeout (the manifest's timeout_s).
 pub const TIMEOUT_S: u64 = 60;
+
+/// Words in a third-party rule's category, tags or name that mark it as identification.
+const IDENTIFICATION_WORDS: &[&str] = &[
+    "packer",
+    "protector",
+    "compiler",
+    "installer",
+    "peid",
+    "filetype",
+    "file_type",
+    "linker",
+];
+
+/// A rule's purpose: its `purpose` metadata when it is one of the words, else identification
+/// when its category, tags or name say so, else unclassified.
+pub fn purpose(
+    rule: &str,
+    tags: &[String],
+    metadata: &serde_json::Map<String, serde_json::Value>,
+) -> &'static str {
+    match metadata.get("purpose").and_then(|v| v.as_str()) {
+        Some("identification") => return "identification",
+        Some("detection") => return "detection",
+        _ => {}
+    }
+    let category = metadata
+        .get("category")
+        .and_then(|v| v.as_str())
+        .unwrap_or("");
+    let identifies = |s: &str| {
+        let s = s.to_ascii_lowercase();
+        IDENTIFICATION_WORDS.iter().any(|w| s.contains(w))
+    };
+    if identifies(category) || tags.iter().any(|t| identifies(t)) || identifies(rule) {
+        "identification"
+    } else {
+        "unclassified"
+    }
+}
 
 /// The built-in rule files, by name (their namespace is `builtin_<name>`).
 pub const BUILTIN_RULES: &[(&str, &str)] = &[
@@ -228,6 +276,9 @@ pub struct YaraString {
 pub struct YaraMatch {
     pub rule: String,
     pub namespace: String,
+    /// identification (packers, compilers, installers, file kinds: identity), detection
+    /// (known-bad content) or unclassified (a third-party rule that says neither).
+    pub purpose: String,
     pub tags: Vec<String>,
     pub metadata: serde_json::Map<String, serde_json::Value>,
     pub strings: Vec<YaraString>,
@@ -409,10 +460,12 @@ mod engine {
                     });
                 }
             }
+            let tags: Vec<String> = rule.tags().map(|t| t.identifier().to_string()).collect();
             out.push(YaraMatch {
                 rule: rule.identifier().to_string(),
                 namespace: rule.namespace().to_string(),
-                tags: rule.tags().map(|t| t.identifier().to_string()).collect(),
+                purpose: super::purpose(rule.identifier(), &tags, &metadata).to_string(),
+                tags,
                 metadata,
                 strings,
             });
@@ -430,7 +483,8 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
             "yara_scan",
             "Scans the sample (or a text) with YARA rules (yara-x): the built-in set (EICAR, packers, installers, \
              droppers, suspicious API sets) plus the server's rules directory, or one ruleset of it; each match \
-             with its rule, namespace, tags, metadata and matched strings.",
+             with its rule, namespace, purpose (identification: packers, compilers, file kinds; detection: \
+             known-bad content; or unclassified), tags, metadata and matched strings.",
         )
         .title("YARA scan")
         .timeout_s(TIMEOUT_S)

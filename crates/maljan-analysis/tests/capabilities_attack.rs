@@ -1,5 +1,7 @@
 //! code_capabilities names what a sample can do with its ATT&CK technique and the evidence: the
-//! imports (DLL!function) and strings (with offsets) that prove it, and a packer as T1027.002.
+//! imports (DLL!function), strings (with offsets) and call sites that prove it, and a packer as
+//! T1027.002. Only discriminating findings accuse: what the C runtime and ordinary programs do is
+//! described, never scored.
 
 mod corpus;
 
@@ -12,6 +14,13 @@ fn caps(b: &[u8]) -> Vec<CapabilityFinding> {
         &maljan_analysis::budget::Budget::for_file(b.len(), &|| false),
     )
     .unwrap()
+}
+
+fn accusing(c: &[CapabilityFinding]) -> Vec<&str> {
+    c.iter()
+        .filter(|x| x.discriminating)
+        .map(|x| x.technique.as_str())
+        .collect()
 }
 
 fn technique<'a>(c: &'a [CapabilityFinding], id: &str) -> &'a CapabilityFinding {
@@ -59,6 +68,7 @@ fn injection_persistence_and_keylogging_from_the_import_table() {
         "{details:?}"
     );
     assert!(inject.evidence.iter().all(|e| e.kind == "import"));
+    assert!(inject.discriminating);
 
     let run = technique(&c, "T1547.001");
     let key = run.evidence.iter().find(|e| e.kind == "string").unwrap();
@@ -72,7 +82,13 @@ fn injection_persistence_and_keylogging_from_the_import_table() {
             .any(|e| e.detail == "ADVAPI32.dll!RegSetValueExW")
     );
 
-    assert_eq!(technique(&c, "T1056.001").technique_name, "Keylogging");
+    assert!(run.discriminating);
+
+    // A hook and the foreground window describe; without WH_KEYBOARD_LL at the call they do not
+    // accuse (MFC and many GUI programs import both).
+    let keys = technique(&c, "T1056.001");
+    assert_eq!(keys.technique_name, "Keylogging");
+    assert!(!keys.discriminating, "{keys:#?}");
     // Nothing it does not do.
     assert!(
         c.iter()
@@ -133,4 +149,133 @@ fn linux_persistence_from_strings() {
     technique(&c, "T1574.006");
     technique(&c, "T1053.003");
     assert!(caps(b"plain words, nothing to see").is_empty());
+}
+
+#[test]
+fn what_the_c_runtime_imports_is_described_never_accusing() {
+    // MSVC / mingw start-up code and an ordinary program: dynamic API resolution, file
+    // enumeration, a debugger check, a socket, a process started.
+    let b = pe32(
+        vec![sec(b".text", vec![0xC3], CODE)],
+        0,
+        0,
+        &[
+            (
+                "KERNEL32.dll",
+                &[
+                    "LoadLibraryA",
+                    "GetProcAddress",
+                    "FindFirstFileA",
+                    "FindNextFileA",
+                    "IsDebuggerPresent",
+                    "OutputDebugStringA",
+                    "CreateProcessA",
+                    "GetSystemInfo",
+                    "GetVersionExA",
+                ],
+            ),
+            (
+                "WS2_32.dll",
+                &["WSAStartup", "socket", "connect", "send", "recv"],
+            ),
+            ("USER32.dll", &["GetKeyboardState", "MapVirtualKeyA"]),
+        ],
+        &[],
+    );
+    let c = caps(&b);
+    for t in ["T1129", "T1083", "T1622", "T1095", "T1082"] {
+        let found = technique(&c, t);
+        assert!(!found.discriminating, "{found:#?}");
+        assert!(
+            !found.evidence.is_empty(),
+            "every rule carries its evidence"
+        );
+    }
+    assert_eq!(accusing(&c), Vec::<&str>::new(), "{c:#?}");
+}
+
+/// The x86 code `push 0; push 0; push proc; push id_hook; call [slot]`, the slot being the first
+/// import of the only DLL (pe32 puts .idata after .text at 0x2000: descriptors, names, then IAT).
+fn hook_call(id_hook: u8, funcs: usize) -> Vec<u8> {
+    let iat_rva = 0x2000 + 20 * 2 + 4 * (funcs as u32 + 1);
+    let mut code = vec![
+        0x6A, 0x00, 0x6A, 0x00, 0x68, 0x00, 0x10, 0x40, 0x00, 0x6A, id_hook,
+    ];
+    code.extend_from_slice(&[0xFF, 0x15]);
+    code.extend_from_slice(&(0x40_0000u32 + iat_rva).to_le_bytes());
+    code.push(0xC3);
+    code
+}
+
+#[test]
+fn a_low_level_keyboard_hook_accuses_another_hook_does_not() {
+    let funcs: &[&str] = &["SetWindowsHookExA", "CallNextHookEx", "GetMessageA"];
+    let with = |id_hook| {
+        pe32(
+            vec![sec(b".text", hook_call(id_hook, funcs.len()), CODE)],
+            0,
+            0,
+            &[("USER32.dll", funcs)],
+            &[],
+        )
+    };
+    let c = caps(&with(13));
+    let hook = c
+        .iter()
+        .find(|x| x.technique == "T1056.001" && x.discriminating)
+        .unwrap_or_else(|| panic!("no keyboard hook in {c:#?}"));
+    assert_eq!(hook.evidence[0].kind, "code");
+    assert!(
+        hook.evidence[0]
+            .detail
+            .contains("USER32.dll!SetWindowsHookExA")
+            && hook.evidence[0].detail.contains("WH_KEYBOARD_LL"),
+        "{hook:#?}"
+    );
+    assert_eq!(hook.evidence[0].offset, Some(0x400 + 13));
+    // WH_CBT (5), as MFC installs: no accusation.
+    let c = caps(&with(5));
+    assert!(!accusing(&c).contains(&"T1056.001"), "{c:#?}");
+}
+
+#[test]
+fn a_browser_s_password_store_with_its_reader_is_credential_access() {
+    let mut text = vec![0xC3];
+    text.extend_from_slice(b"\\Google\\Chrome\\User Data\\Default\\Login Data\0");
+    let b = pe32(
+        vec![sec(b".text", text, CODE)],
+        0,
+        0,
+        &[("CRYPT32.dll", &["CryptUnprotectData"])],
+        &[],
+    );
+    let c = caps(&b);
+    let cred = technique(&c, "T1555.003");
+    assert!(cred.discriminating);
+    assert!(cred.evidence.iter().any(|e| e.kind == "string"));
+    assert!(
+        cred.evidence
+            .iter()
+            .any(|e| e.detail == "CRYPT32.dll!CryptUnprotectData")
+    );
+    // The path alone (a browser's own files, a backup tool) is not enough.
+    let mut text = vec![0xC3];
+    text.extend_from_slice(b"\\Google\\Chrome\\User Data\0");
+    let b = pe32(vec![sec(b".text", text, CODE)], 0, 0, &[], &[]);
+    assert!(caps(&b).iter().all(|x| x.technique != "T1555.003"));
+}
+
+#[test]
+fn vm_artifacts_accuse_product_names_describe() {
+    let mut text = vec![0xC3];
+    text.extend_from_slice(b"VBoxService.exe\0vmtoolsd.exe\0");
+    let b = pe32(vec![sec(b".text", text, CODE)], 0, 0, &[], &[]);
+    assert!(accusing(&caps(&b)).contains(&"T1497.001"));
+    // qemu-nbd and virtualisation tools name the products: described only.
+    let mut text = vec![0xC3];
+    text.extend_from_slice(b"QEMU\0VMware\0VirtualBox\0");
+    let b = pe32(vec![sec(b".text", text, CODE)], 0, 0, &[], &[]);
+    let c = caps(&b);
+    assert!(!technique(&c, "T1497.001").discriminating);
+    assert_eq!(accusing(&c), Vec::<&str>::new());
 }

@@ -1,6 +1,7 @@
 //! yara_scan works on a fresh install: the built-in rules fire on what they are for, stay quiet
 //! on a plain PE, and a configured rules directory adds to them (or, with the built-in set off,
-//! replaces them).
+//! replaces them). Each match says its rule's purpose: identification (packers, installers: identity)
+//! or detection (known-bad content), and a third-party rule's is inferred or unclassified.
 #![cfg(feature = "yara")]
 
 mod corpus;
@@ -91,6 +92,8 @@ async fn a_fresh_install_scans_with_the_built_in_rules() {
     assert_eq!(v["matches"][0]["rule"], "EICAR_test_file");
     assert_eq!(v["matches"][0]["namespace"], "builtin_test_files");
     assert_eq!(v["matches"][0]["metadata"]["category"], "test");
+    assert_eq!(v["matches"][0]["purpose"], "detection");
+    assert_eq!(v["matches"][0]["metadata"]["family"], "EICAR-Test-File");
     assert_eq!(v["matches"][0]["strings"][0]["offset"], 0);
 
     // The plain corpus PE trips nothing.
@@ -103,6 +106,8 @@ async fn a_fresh_install_scans_with_the_built_in_rules() {
     // Section names and the UPX! header of a UPX-packed PE.
     let upx = s.write("upx.exe", &corpus::packed::upx_pe());
     assert_eq!(s.rules_hit(json!({"path": upx})).await, ["Packer_UPX"]);
+    let (v, _) = s.scan(json!({"path": upx})).await;
+    assert_eq!(v["matches"][0]["purpose"], "identification", "{v}");
 
     // Allocate, write, start a thread in another process.
     let inject = s.write(
@@ -117,6 +122,33 @@ async fn a_fresh_install_scans_with_the_built_in_rules() {
     assert_eq!(
         s.rules_hit(json!({"path": inject})).await,
         ["API_Process_Injection"]
+    );
+    let (v, _) = s.scan(json!({"path": inject})).await;
+    assert_eq!(v["matches"][0]["purpose"], "detection");
+    assert_eq!(v["matches"][0]["metadata"]["fact"], "process_injection");
+    // The same names in a DLL are its export table's, not calls: quiet.
+    let mut dll = pe_with_strings(&[
+        "OpenProcess",
+        "VirtualAllocEx",
+        "WriteProcessMemory",
+        "CreateRemoteThread",
+        "Software\\Microsoft\\Windows\\CurrentVersion\\Run",
+        "RegSetValueExW",
+    ]);
+    dll[0x80 + 23] |= 0x20; // IMAGE_FILE_DLL (0x2000): the characteristics' high byte
+    let dll = s.write("kernel.dll", &dll);
+    assert_eq!(
+        s.rules_hit(json!({"path": dll})).await,
+        Vec::<String>::new()
+    );
+    // Without OpenProcess, allocating and writing is what debuggers and loaders do too.
+    let partial = s.write(
+        "partial.exe",
+        &pe_with_strings(&["VirtualAllocEx", "WriteProcessMemory", "CreateRemoteThread"]),
+    );
+    assert_eq!(
+        s.rules_hit(json!({"path": partial})).await,
+        Vec::<String>::new()
     );
 
     // A PE inside another file.
@@ -133,6 +165,20 @@ async fn a_fresh_install_scans_with_the_built_in_rules() {
         s.rules_hit(json!({"text": ps})).await,
         ["Downloader_PowerShell_Cradle"]
     );
+    // A Run key written by a script.
+    let bat = r"reg add HKCU\Software\Microsoft\Windows\CurrentVersion\Run /v x /d c:\x.exe";
+    assert_eq!(
+        s.rules_hit(json!({"text": bat})).await,
+        ["Persistence_Run_Key"]
+    );
+    // Every built-in rule declares its purpose.
+    for (name, src) in maljan_analysis::yara::BUILTIN_RULES {
+        let rules = src.matches("\nrule ").count();
+        // (In a rule's meta block, not in the file's comments.)
+        let declared = src.matches("\n        purpose = \"identification\"").count()
+            + src.matches("\n        purpose = \"detection\"").count();
+        assert_eq!(rules, declared, "{name}: every rule declares its purpose");
+    }
 
     // No rules directory: a named ruleset is refused with a way out.
     let (v, err) = s.scan(json!({"text": "x", "ruleset": "mine"})).await;
@@ -157,6 +203,34 @@ async fn a_rules_directory_adds_to_the_built_in_rules() {
     );
 }
 
+#[test]
+fn a_third_party_rule_s_purpose_is_declared_inferred_or_unclassified() {
+    use maljan_analysis::yara::purpose;
+    let meta = |pairs: &[(&str, &str)]| {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect::<serde_json::Map<_, _>>()
+    };
+    assert_eq!(
+        purpose("X", &[], &meta(&[("purpose", "detection")])),
+        "detection"
+    );
+    assert_eq!(
+        purpose("X", &[], &meta(&[("category", "Packer")])),
+        "identification"
+    );
+    assert_eq!(
+        purpose("X", &["compiler".into()], &meta(&[])),
+        "identification"
+    );
+    assert_eq!(purpose("PEiD_UPX_v3", &[], &meta(&[])), "identification");
+    assert_eq!(
+        purpose("Emotet_Loader", &[], &meta(&[("family", "Emotet")])),
+        "unclassified"
+    );
+}
+
 #[tokio::test]
 async fn without_the_built_in_set_the_directory_replaces_it() {
     let s = Server::new(Some(LOCAL_RULE), false);
@@ -167,6 +241,7 @@ async fn without_the_built_in_set_the_directory_replaces_it() {
     assert_eq!(v["rule_files"], 1);
     assert_eq!(v["matches"].as_array().unwrap().len(), 1);
     assert_eq!(v["matches"][0]["rule"], "local_marker");
+    assert_eq!(v["matches"][0]["purpose"], "unclassified");
     let (v, err) = s.scan(json!({"text": text, "ruleset": "builtin"})).await;
     assert!(err);
     assert_eq!(v["error"]["code"], "bad_argument");

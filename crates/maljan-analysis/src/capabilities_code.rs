@@ -1,0 +1,194 @@
+//! What code_capabilities reads from the code itself, where an import alone says too little:
+//! `SetWindowsHookEx` is imported by MFC and many GUI programs (WH_CBT, WH_MSGFILTER hooks), but a
+//! call with idHook 13 (WH_KEYBOARD_LL) is how a keylogger listens to every key. This finds the
+//! instructions that reach the function's import slot (x64 `call/mov [rip+disp32]`, x86
+//! `call/mov [abs32]`, and a jump thunk's callers) and looks just before each for the constant
+//! the first argument is set from (`mov ecx, 13`; `push 13`; `mov dword [esp], 13`). A static
+//! look, not a disassembly: it sees the usual compiler output of MSVC and mingw-w64.
+
+use goblin::pe::PE;
+use maljan_server::ToolError;
+
+use crate::{
+    budget::Budget, common::le_u32, common::le_u64, pe_parts::rva_to_offset, toolchain::Evidence,
+};
+
+/// How far before a reference to the import slot the idHook constant may be set.
+const LOOK_BACK: usize = 48;
+/// WH_KEYBOARD_LL set as the first argument: x64 `mov ecx, 13`, x86 `push 13` and
+/// `mov dword ptr [esp], 13` (gcc without optimisation).
+const KEYBOARD_LL: &[&[u8]] = &[
+    &[0xB9, 0x0D, 0, 0, 0],
+    &[0x6A, 0x0D],
+    &[0xC7, 0x04, 0x24, 0x0D, 0, 0, 0],
+];
+
+/// The import slots (RVA of the IAT entry) of the functions named `name` + A/W, with
+/// "DLL!function".
+fn import_slots(
+    b: &[u8],
+    pe: &PE<'_>,
+    name: &str,
+    budget: &Budget,
+) -> Result<Vec<(u32, String)>, ToolError> {
+    let mut out = Vec::new();
+    let Some(table) = pe
+        .header
+        .optional_header
+        .as_ref()
+        .and_then(|o| o.data_directories.get_import_table())
+        .filter(|d| d.virtual_address != 0)
+        .and_then(|d| rva_to_offset(pe, d.virtual_address))
+    else {
+        return Ok(out);
+    };
+    let width = if pe.is_64 { 8 } else { 4 };
+    let cstr = |rva: u32| -> Option<&[u8]> {
+        let rest = b.get(rva_to_offset(pe, rva)?..)?;
+        let rest = &rest[..rest.len().min(512)];
+        Some(&rest[..memchr::memchr(0, rest).unwrap_or(rest.len())])
+    };
+    for descriptor in (table..).step_by(20) {
+        let (Some(lookup), Some(dll), Some(first_thunk)) = (
+            le_u32(b, descriptor),
+            le_u32(b, descriptor + 12),
+            le_u32(b, descriptor + 16),
+        ) else {
+            break;
+        };
+        if lookup == 0 && dll == 0 && first_thunk == 0 {
+            break;
+        }
+        budget.items(1, "import descriptors")?;
+        let names_rva = if lookup != 0 { lookup } else { first_thunk };
+        let Some(array) = rva_to_offset(pe, names_rva) else {
+            continue;
+        };
+        for i in 0.. {
+            let at = array + i * width;
+            let thunk = if pe.is_64 {
+                le_u64(b, at)
+            } else {
+                le_u32(b, at).map(u64::from)
+            };
+            let Some(thunk) = thunk.filter(|t| *t != 0) else {
+                break;
+            };
+            budget.items(1, "imports")?;
+            let by_ordinal = thunk & if pe.is_64 { 1 << 63 } else { 1 << 31 } != 0;
+            if by_ordinal {
+                continue;
+            }
+            let Some(func) = cstr((thunk as u32).wrapping_add(2)) else {
+                continue;
+            };
+            let matches = func
+                .strip_prefix(name.as_bytes())
+                .is_some_and(|rest| matches!(rest, b"" | b"A" | b"W"));
+            if matches {
+                let dll = cstr(dll).map(String::from_utf8_lossy).unwrap_or_default();
+                out.push((
+                    first_thunk + (i * width) as u32,
+                    format!("{dll}!{}", String::from_utf8_lossy(func)),
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The executable sections: (file offset, RVA, raw bytes).
+fn code_sections<'a>(b: &'a [u8], pe: &PE<'_>) -> Vec<(usize, u32, &'a [u8])> {
+    const EXECUTE: u32 = 0x2000_0000;
+    pe.sections
+        .iter()
+        .filter(|s| s.characteristics & EXECUTE != 0)
+        .filter_map(|s| {
+            let start = s.pointer_to_raw_data as usize;
+            let end = start.checked_add(s.size_of_raw_data as usize)?.min(b.len());
+            Some((start, s.virtual_address, b.get(start..end)?))
+        })
+        .collect()
+}
+
+/// Where the code refers to `slot`: (section index, position in its bytes) of each 4-byte
+/// displacement (x64, relative to the instruction's end) or address (x86, absolute) that reaches it.
+fn references(
+    sections: &[(usize, u32, &[u8])],
+    pe: &PE<'_>,
+    slot: u32,
+    budget: &Budget,
+) -> Result<Vec<(usize, usize)>, ToolError> {
+    let image_base = pe.image_base as u64;
+    let mut out = Vec::new();
+    for (si, (_, rva, data)) in sections.iter().enumerate() {
+        budget.scan(data.len(), "the code search")?;
+        for p in 0..data.len().saturating_sub(3) {
+            let v = u32::from_le_bytes([data[p], data[p + 1], data[p + 2], data[p + 3]]);
+            let hit = if pe.is_64 {
+                let end = u64::from(*rva) + p as u64 + 4;
+                end.wrapping_add(v as i32 as i64 as u64) == u64::from(slot)
+            } else {
+                u64::from(v) == image_base + u64::from(slot)
+            };
+            if hit {
+                out.push((si, p));
+            }
+        }
+        budget.check_cancel()?;
+    }
+    Ok(out)
+}
+
+/// Calls of SetWindowsHookEx with idHook WH_KEYBOARD_LL (13), each as evidence.
+pub fn keyboard_hooks(b: &[u8], budget: &Budget) -> Result<Vec<Evidence>, ToolError> {
+    if !b.starts_with(b"MZ") {
+        return Ok(Vec::new());
+    }
+    let Ok(pe) = crate::pe::parse(b) else {
+        return Ok(Vec::new());
+    };
+    let slots = import_slots(b, &pe, "SetWindowsHookEx", budget)?;
+    if slots.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sections = code_sections(b, &pe);
+    let mut out = Vec::new();
+    for (slot, func) in slots {
+        let mut sites = references(&sections, &pe, slot, budget)?;
+        // A jump thunk (`jmp [slot]`) is reached by `call rel32`: its callers are sites too.
+        let thunks: Vec<u32> = sites
+            .iter()
+            .filter(|(si, p)| *p >= 2 && sections[*si].2[p - 2..*p] == [0xFF, 0x25])
+            .map(|(si, p)| sections[*si].1 + (*p as u32 - 2))
+            .collect();
+        for (si, (_, rva, data)) in sections.iter().enumerate() {
+            for p in 0..data.len().saturating_sub(4) {
+                if data[p] != 0xE8 {
+                    continue;
+                }
+                let rel = i32::from_le_bytes([data[p + 1], data[p + 2], data[p + 3], data[p + 4]]);
+                let target = (i64::from(*rva) + p as i64 + 5 + i64::from(rel)) as u32;
+                if thunks.contains(&target) {
+                    sites.push((si, p + 1));
+                }
+            }
+        }
+        for (si, p) in sites {
+            let (offset, _, data) = sections[si];
+            let window = &data[p.saturating_sub(LOOK_BACK)..p];
+            if KEYBOARD_LL
+                .iter()
+                .any(|pat| memchr::memmem::find(window, pat).is_some())
+            {
+                out.push(Evidence {
+                    kind: "code".into(),
+                    detail: format!("call to {func} with idHook 13 (WH_KEYBOARD_LL)"),
+                    offset: Some((offset + p) as u64),
+                });
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
