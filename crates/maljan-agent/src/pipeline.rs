@@ -159,6 +159,10 @@ impl Analysis {
                 id: Some(req.job_id.clone()),
             })
             .map_err(|e| StartError::Other(e.to_string()))?;
+        // What a shared analysis server carves for this sample (see `root_builtins`).
+        let carved = job
+            .sample()
+            .map(|smp| SharedCarved::hold(&paths::work_dir(data_dir), &smp.sha256));
         let uploads = progress.clone();
         job.on_upload_progress(move |p| uploads.upload(p));
         let opts = AgentOptions {
@@ -192,9 +196,14 @@ impl Analysis {
         drop(job);
         progress.finished(&report);
         let kept = match &req.keep_artifacts {
-            Some(to) => keep_artifacts(&dir, &sample, to),
+            Some(to) => {
+                let mut from = vec![dir.clone()];
+                from.extend(carved.as_ref().map(|c| c.dir.clone()));
+                keep_artifacts(&from, &sample, to)
+            }
             None => Vec::new(),
         };
+        drop(carved);
         drop(cleanup);
         Ok(Outcome {
             report,
@@ -275,16 +284,62 @@ impl Drop for RemoveOnDrop {
     }
 }
 
-/// Copies every file the job's servers wrote into its directory (the children: members,
-/// attachments, carved payloads), except the sample itself, to `to`, each named by its sha256
+/// What a built-in analysis server shared by many jobs (`--work-dir <data dir>/work`) carves for
+/// one sample: `carved/<sha256>/`, removed when the last job of this process on that sample ends.
+struct SharedCarved {
+    sha256: String,
+    dir: PathBuf,
+}
+
+fn carved_in_use() -> &'static std::sync::Mutex<std::collections::HashMap<String, usize>> {
+    static IN_USE: OnceLock<std::sync::Mutex<std::collections::HashMap<String, usize>>> =
+        OnceLock::new();
+    IN_USE.get_or_init(Default::default)
+}
+
+impl SharedCarved {
+    fn hold(work: &Path, sha256: &str) -> Self {
+        *carved_in_use()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(sha256.to_string())
+            .or_default() += 1;
+        Self {
+            sha256: sha256.to_string(),
+            dir: work.join("carved").join(sha256),
+        }
+    }
+}
+
+impl Drop for SharedCarved {
+    fn drop(&mut self) {
+        let mut in_use = carved_in_use().lock().unwrap_or_else(|e| e.into_inner());
+        let last = match in_use.get_mut(&self.sha256) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                false
+            }
+            _ => {
+                in_use.remove(&self.sha256);
+                true
+            }
+        };
+        if last {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// Copies every file the job's servers wrote for it (the children: members, attachments,
+/// carved payloads) under `dirs`, except the sample itself, to `to`, each named by its sha256
 /// (so a child found twice is kept once). Returns the copies.
-fn keep_artifacts(dir: &Path, sample: &Path, to: &Path) -> Vec<PathBuf> {
+fn keep_artifacts(dirs: &[PathBuf], sample: &Path, to: &Path) -> Vec<PathBuf> {
     if let Err(e) = std::fs::create_dir_all(to) {
         tracing::warn!("--keep-artifacts {}: {e}", to.display());
         return Vec::new();
     }
     let mut kept = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
+    let mut stack = dirs.to_vec();
     while let Some(d) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&d) else {
             continue;
@@ -328,10 +383,11 @@ pub enum Scope<'a> {
 
 /// Gives the built-in servers — this binary's `serve analysis` and `serve files`, whether from
 /// the built-in defaults or a user's entry in config.toml — the jobs' directories: the analysis
-/// server reads samples there (`--root`) and, for a dedicated runtime, writes what it carves
-/// there (`--work-dir`, when that server takes it); the files server works in the job's
-/// directory (dedicated) or the work directory (shared). In the runtime's config only: the file
-/// is never changed. A user's own roots are kept beside these.
+/// server reads samples there (`--root`) and writes what it carves under `--work-dir` (when that
+/// server takes it): the job's directory for a dedicated runtime, the work directory for a
+/// shared one (`carved/<sha256>/`, removed when the last job on that sample ends); the files
+/// server works in the job's directory (dedicated) or the work directory (shared). In the
+/// runtime's config only: the file is never changed. A user's own roots are kept beside these.
 pub fn root_builtins(config: &mut Config, scope: Scope<'_>) {
     let work = paths::work_dir(&config.data_dir);
     if let Err(e) = paths::ensure_private_dir(&work) {
@@ -348,13 +404,9 @@ pub fn root_builtins(config: &mut Config, scope: Scope<'_>) {
                 if !has_pair(&server.args, "--root", &root_s) {
                     server.args.extend(["--root".into(), root_s.clone()]);
                 }
-                if let Scope::Dedicated(dir) = scope
-                    && !server.args.iter().any(|a| a == "--work-dir")
-                    && takes_work_dir(&server.command)
+                if !server.args.iter().any(|a| a == "--work-dir") && takes_work_dir(&server.command)
                 {
-                    server
-                        .args
-                        .extend(["--work-dir".into(), dir.to_string_lossy().into_owned()]);
+                    server.args.extend(["--work-dir".into(), root_s.clone()]);
                 }
             }
             Some("files") => match server.args.iter().position(|a| a == "--root") {
@@ -498,7 +550,7 @@ mod tests {
         std::fs::write(dir.join("carved/abc/members/b.exe"), b"child").unwrap();
         std::fs::write(dir.join("carved/abc/x.dll"), b"other").unwrap();
         let out = tmp.path().join("kept");
-        let kept = keep_artifacts(&dir, &dir.join("s.bin"), &out);
+        let kept = keep_artifacts(std::slice::from_ref(&dir), &dir.join("s.bin"), &out);
         assert_eq!(kept.len(), 2, "{kept:?}");
         let sample_sha = maljan_client::Sample::read(&dir.join("s.bin"))
             .unwrap()
