@@ -66,6 +66,10 @@ fn one(tool: &str, file: &Path) -> Value {
     let dir = file.parent().unwrap();
     let config = AnalysisConfig {
         roots: Roots::new([dir]).unwrap(),
+        work_dir: maljan_analysis::WorkDir::private_under(
+            &std::env::temp_dir().join("maljan-bench-work"),
+        )
+        .unwrap(),
         rules_dir: None,
         builtin_rules: true,
     };

@@ -1,7 +1,8 @@
 //! `carve_payloads`: files embedded in the sample — PE, ELF, ZIP, OLE2, PDF, CAB, 7z, RAR — found by
 //! signature, validated, sized from their own headers where the format allows, and hashed. With
-//! `extract: true` each sized payload is written (0o600, never overwriting) under
-//! `<sample dir>/carved/<sha256 of the sample>/`, where the other tools accept it as `carved_path`.
+//! `extract: true` each sized payload is written (0o600, never overwriting) under the server's work
+//! directory, `<work dir>/carved/<sha256 of the sample>/` — never beside the sample, whose folder
+//! may be read-only evidence — where the other tools accept it as `carved_path`.
 
 use std::{
     io::Write as _,
@@ -196,20 +197,16 @@ fn extension(kind: &str) -> &'static str {
     }
 }
 
-/// Writes each sized payload under `<dir of sample>/carved/<sha256 of sample>/`, the directory
+/// Writes each sized payload under `<work dir>/carved/<sha256 of sample>/`, the directory
 /// made (0o700) and every file created (0o600, never overwriting) from the roots' handles, so a
 /// link swapped in on the way is refused rather than written through.
 fn extract(
     roots: &Roots,
-    sample: &Path,
+    work: &Path,
     b: &[u8],
     payloads: &mut [Payload],
 ) -> Result<(), ToolError> {
-    let dir = sample
-        .parent()
-        .unwrap_or(Path::new("/"))
-        .join("carved")
-        .join(sha256_hex(b));
+    let dir = work.join("carved").join(sha256_hex(b));
     let handle = roots.create_dir_all_mode(&dir, "carved directory", 0o700)?;
     for p in payloads.iter_mut() {
         let Some(size) = p.size else { continue };
@@ -236,7 +233,8 @@ pub struct CarveArgs {
     /// A file carved from the sample (under the job's carved/<sha256>/ directory); read instead of `path`.
     #[serde(default)]
     pub carved_path: String,
-    /// Write each sized payload under `<sample dir>/carved/<sha256 of the sample>/` and return its path.
+    /// Write each sized payload under the server's `<work dir>/carved/<sha256 of the sample>/` and
+    /// return its path.
     #[serde(default)]
     pub extract: bool,
     /// Most payloads returned in one answer.
@@ -276,13 +274,14 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
             let config = config.clone();
             async move {
                 let roots = config.roots.clone();
+                let work = config.work_dir.path().to_path_buf();
                 on_sample(&config.roots, ctx, a.path, a.carved_path, move |s, ctx| {
                     let b = s.bytes();
                     let all = carve(b, 100_000, &|| ctx.is_cancelled());
                     check_cancel(ctx)?;
                     let (mut payloads, page) = crate::common::page(all, a.offset, a.limit.max(1));
                     if a.extract {
-                        extract(&roots, &s.path, b, &mut payloads)?;
+                        extract(&roots, &work, b, &mut payloads)?;
                     }
                     Ok(CarveOutput { read_path: s.read_path(), size: b.len() as u64, page, payloads })
                 })

@@ -49,6 +49,7 @@ mod pe_parts;
 pub mod search;
 pub mod strings;
 pub mod toolchain;
+pub mod work;
 pub mod yara;
 
 use std::{path::PathBuf, sync::Arc};
@@ -59,12 +60,18 @@ pub use entropy::shannon;
 pub use hashes::{Hashes, hash_bytes};
 pub use identify::{FileKind, identify};
 pub use identify_text::script_language;
+pub use work::WorkDir;
 
 /// What the analysis server needs to know about its host.
 #[derive(Debug, Clone)]
 pub struct AnalysisConfig {
     /// The directories sample paths must lie in (the staging root and any sample roots).
+    /// [`registry`] adds `work_dir` when it is not under one of them, so the paths the tools
+    /// hand out are accepted by the others.
     pub roots: Roots,
+    /// Where everything the tools carve or extract is written (`carved/<sha256>/…`, 0700
+    /// directories, 0600 files): a directory the server owns, never the sample's folder.
+    pub work_dir: WorkDir,
     /// The YARA rules directory: `*.yar` / `*.yara` files, optionally one sub-directory per ruleset.
     pub rules_dir: Option<PathBuf>,
     /// Compile the built-in YARA rules (`rules/*.yar`) into every "default" scan; off, the rules
@@ -73,7 +80,15 @@ pub struct AnalysisConfig {
 }
 
 /// Every analysis tool, typed, with its timeout and optional dependency.
-pub fn registry(config: AnalysisConfig) -> Registry {
+pub fn registry(mut config: AnalysisConfig) -> Registry {
+    let work = config.work_dir.path().to_path_buf();
+    if !config.roots.contains(&work) {
+        let dirs = config.roots.dirs().iter().cloned().chain([work]);
+        match Roots::new(dirs) {
+            Ok(roots) => config.roots = roots,
+            Err(e) => tracing::warn!("the work directory cannot be one of the roots: {e}"),
+        }
+    }
     let config = Arc::new(config);
     let mut registry = Registry::new();
     identify::register(&mut registry, &config);

@@ -3,10 +3,10 @@
 //! xz, lzma / lzip, 7z, RAR 4 and 5, cab, cpio), mail attachments (MIME base64 /
 //! quoted-printable, uuencode) and, for anything else, the payloads `carve_payloads` finds
 //! (installer and SFX overlays, droppers). Each member is hashed, identified and written (0o600,
-//! never overwriting, named by its SHA-256) under
-//! `<sample dir>/carved/<sha256 of the outermost sample>/members/`, where every
-//! tool accepts it as `carved_path`; a member's own members go to the same directory, so a whole
-//! tree stays under the outermost sample's directory.
+//! never overwriting, named by its SHA-256) under the server's work directory,
+//! `<work dir>/carved/<sha256 of the outermost sample>/members/` — never beside the sample, whose
+//! folder may be read-only evidence — where every tool accepts it as `carved_path`; a member's own
+//! members go to the same directory, so a whole tree stays under the outermost sample's directory.
 //!
 //! Bounded so that a decompression bomb ends as a finding, never an outage: at most `max_members`
 //! members and `max_total_bytes` bytes per call, and no member may expand to more than `max_ratio`
@@ -316,31 +316,27 @@ pub fn extract(b: &[u8], limits: Limits, cancel: Cancel) -> (Extraction, Vec<Vec
     (c.out, c.data)
 }
 
-/// The directory a sample's members go to: the `carved/<sha256>/` directory it already lies in
-/// (a member of a member), else `<its dir>/carved/<sha256 of it>/`; then `members/`.
-fn members_dir(sample: &Path, bytes: &[u8]) -> PathBuf {
+/// The directory a sample's members go to: the work directory's `carved/<sha256>/` directory the
+/// sample already lies in (a member of a member), else `<work>/carved/<sha256 of it>/`; then
+/// `members/`. A sample outside the work directory never has its own folder written to, even one
+/// that looks like a `carved/` tree.
+fn members_dir(work: &Path, sample: &Path, bytes: &[u8]) -> PathBuf {
     let mut carved_root: Option<PathBuf> = None;
-    let mut acc = PathBuf::new();
-    let parts: Vec<Component> = sample.components().collect();
-    for (i, c) in parts.iter().enumerate() {
-        acc.push(c.as_os_str());
-        if let (Component::Normal(name), Some(Component::Normal(next))) = (c, parts.get(i + 1))
+    if let Ok(below) = sample.strip_prefix(work) {
+        let parts: Vec<Component> = below.components().collect();
+        if let (Some(Component::Normal(name)), Some(Component::Normal(next))) =
+            (parts.first(), parts.get(1))
             && *name == "carved"
-            && next.to_str().is_some_and(|h| {
-                h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()) && i + 2 < parts.len()
-            })
+            && parts.len() > 2
+            && next
+                .to_str()
+                .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))
         {
-            carved_root = Some(acc.join(next));
+            carved_root = Some(work.join("carved").join(next));
         }
     }
     carved_root
-        .unwrap_or_else(|| {
-            sample
-                .parent()
-                .unwrap_or(Path::new("/"))
-                .join("carved")
-                .join(sha256_hex(bytes))
-        })
+        .unwrap_or_else(|| work.join("carved").join(sha256_hex(bytes)))
         .join("members")
 }
 
@@ -361,6 +357,7 @@ fn extension(name: &str) -> String {
 
 fn write_members(
     roots: &Roots,
+    work: &Path,
     sample: &Path,
     bytes: &[u8],
     out: &mut Extraction,
@@ -369,7 +366,7 @@ fn write_members(
     if out.members.is_empty() {
         return Ok(());
     }
-    let dir = members_dir(sample, bytes);
+    let dir = members_dir(work, sample, bytes);
     let handle = roots.create_dir_all_mode(&dir, "members directory", 0o700)?;
     for (m, d) in out.members.iter_mut().zip(data) {
         let name = format!("{}{}", m.sha256, extension(&m.name));
@@ -433,6 +430,7 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
             let config = config.clone();
             async move {
                 let roots = config.roots.clone();
+                let work = config.work_dir.path().to_path_buf();
                 on_sample(&config.roots, ctx, a.path, a.carved_path, move |s, ctx| {
                     let d = Limits::default();
                     let limits = Limits {
@@ -444,7 +442,7 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
                     let (mut extraction, data) = extract(b, limits, &|| ctx.is_cancelled());
                     crate::common::check_cancel(ctx)?;
                     if !a.dry_run {
-                        write_members(&roots, &s.path, b, &mut extraction, &data)?;
+                        write_members(&roots, &work, &s.path, b, &mut extraction, &data)?;
                     }
                     Ok(ExtractOutput { read_path: s.read_path(), size: b.len() as u64, extraction })
                 })
@@ -459,17 +457,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn members_of_members_stay_under_the_outermost_carved_directory() {
+    fn members_go_to_the_work_directory_and_members_of_members_stay_under_the_outermost() {
+        let work = Path::new("/w");
         let sha = "ab".repeat(32);
-        let nested = PathBuf::from(format!("/s/carved/{sha}/members/x.zip"));
+        let nested = PathBuf::from(format!("/w/carved/{sha}/members/x.zip"));
         assert_eq!(
-            members_dir(&nested, b"zip"),
-            PathBuf::from(format!("/s/carved/{sha}/members"))
+            members_dir(work, &nested, b"zip"),
+            PathBuf::from(format!("/w/carved/{sha}/members"))
         );
-        let top = members_dir(Path::new("/s/a.zip"), b"abc");
+        let top = members_dir(work, Path::new("/evidence/a.zip"), b"abc");
         assert_eq!(
             top,
-            PathBuf::from(format!("/s/carved/{}/members", sha256_hex(b"abc")))
+            PathBuf::from(format!("/w/carved/{}/members", sha256_hex(b"abc")))
+        );
+        // A carved/ tree in the evidence folder is the evidence's, not ours.
+        let theirs = PathBuf::from(format!("/evidence/carved/{sha}/members/x.zip"));
+        assert_eq!(
+            members_dir(work, &theirs, b"zip"),
+            PathBuf::from(format!("/w/carved/{}/members", sha256_hex(b"zip")))
         );
     }
 

@@ -406,7 +406,9 @@ async fn the_tool_writes_members_where_carved_path_reads_them_and_keeps_to_the_r
     let m = &v["members"][0];
     let carved = m["carved_path"].as_str().unwrap();
     assert!(carved.contains("/carved/"), "{carved}");
-    assert!(carved.starts_with(srv.samples.to_str().unwrap()));
+    // In the server's work directory, never beside the sample.
+    assert!(carved.starts_with(srv.work.to_str().unwrap()), "{carved}");
+    assert!(!carved.starts_with(srv.samples.to_str().unwrap()));
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(carved).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);

@@ -22,6 +22,7 @@ async fn a_fifo_sample_is_refused_within_a_second() {
         "test",
         registry(AnalysisConfig {
             roots: Roots::new([dir.path()]).unwrap(),
+            work_dir: maljan_analysis::WorkDir::private_under(dir.path()).unwrap(),
             rules_dir: None,
             builtin_rules: true,
         }),

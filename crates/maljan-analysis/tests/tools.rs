@@ -53,6 +53,7 @@ impl Fixture {
         });
         let config = AnalysisConfig {
             roots: Roots::new([&samples]).unwrap(),
+            work_dir: maljan_analysis::WorkDir::private_under(&dir.path().join("work")).unwrap(),
             rules_dir,
             // Off, so the rules directory (or nothing) is all there is: tests/yara_builtin_rules.rs
             // covers the built-in set.
@@ -670,6 +671,9 @@ async fn carve_extract_then_read_as_carved_path() {
         .clone();
     let carved = pe["carved_path"].as_str().unwrap().to_string();
     assert!(carved.contains("/carved/"));
+    // In the server's work directory, never beside the sample.
+    let work = f.dir.path().join("work").canonicalize().unwrap();
+    assert!(Path::new(&carved).starts_with(&work), "{carved}");
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(
         std::fs::metadata(&carved).unwrap().permissions().mode() & 0o777,
@@ -782,6 +786,7 @@ fn schemas_match_the_reference_names() {
     let dir = tempfile::tempdir().unwrap();
     let r = registry(AnalysisConfig {
         roots: Roots::new([dir.path()]).unwrap(),
+        work_dir: maljan_analysis::WorkDir::private_under(dir.path()).unwrap(),
         rules_dir: None,
         builtin_rules: true,
     });

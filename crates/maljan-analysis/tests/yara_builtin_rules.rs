@@ -33,6 +33,7 @@ impl Server {
         });
         let config = AnalysisConfig {
             roots: Roots::new([&samples]).unwrap(),
+            work_dir: maljan_analysis::WorkDir::private_under(dir.path()).unwrap(),
             rules_dir,
             builtin_rules,
         };

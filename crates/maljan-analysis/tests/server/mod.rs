@@ -3,7 +3,7 @@
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
-use maljan_analysis::{AnalysisConfig, registry};
+use maljan_analysis::{AnalysisConfig, WorkDir, registry};
 use maljan_server::{Roots, ToolServer};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -11,6 +11,8 @@ use tokio_util::sync::CancellationToken;
 pub struct Server {
     _dir: tempfile::TempDir,
     pub samples: PathBuf,
+    /// The server's work directory: where what it carves or extracts goes.
+    pub work: PathBuf,
     pub server: Arc<ToolServer>,
 }
 
@@ -23,8 +25,11 @@ impl Server {
             std::fs::write(samples.join(name), data).unwrap();
         }
         std::fs::write(samples.join("small.txt"), b"hello http://example.com/x").unwrap();
+        let work_dir = WorkDir::private_under(&dir.path().join("work")).unwrap();
+        let work = work_dir.path().to_path_buf();
         let config = AnalysisConfig {
             roots: Roots::new([&samples]).unwrap(),
+            work_dir,
             rules_dir: None,
             builtin_rules: true,
         };
@@ -32,6 +37,7 @@ impl Server {
         Self {
             _dir: dir,
             samples,
+            work,
             server,
         }
     }
