@@ -79,6 +79,12 @@ pub struct PolicyArgs {
     /// sets), so that --rules-dir replaces them instead of adding to them (analysis).
     #[arg(long)]
     pub no_builtin_rules: bool,
+    /// Where the server writes what it carves and extracts (analysis): made 0700 if missing,
+    /// one of the roots, kept when the server stops (its owner, e.g. a job, removes it). Default:
+    /// a private directory made for this process under <data dir>/work, removed when it stops.
+    /// Never the sample's own folder.
+    #[arg(long, value_name = "DIR")]
+    pub work_dir: Option<PathBuf>,
     #[command(flatten)]
     pub semantic: SemanticArgs,
 }
@@ -311,6 +317,16 @@ pub fn build_server(
         }),
         BuiltIn::Analysis => maljan_analysis::registry(maljan_analysis::AnalysisConfig {
             roots,
+            work_dir: match &policy.work_dir {
+                Some(dir) => maljan_analysis::WorkDir::given(dir)
+                    .with_context(|| format!("--work-dir {}", dir.display()))?,
+                None => {
+                    let parent = maljan_client::paths::work_dir(&maljan_client::paths::data_dir());
+                    maljan_analysis::WorkDir::private_under(&parent).with_context(|| {
+                        format!("cannot make a work directory under {}", parent.display())
+                    })?
+                }
+            },
             rules_dir: policy.rules_dir.clone(),
             builtin_rules: !policy.no_builtin_rules,
         }),
@@ -478,6 +494,7 @@ mod tests {
             shell_env: Vec::new(),
             rules_dir: None,
             no_builtin_rules: false,
+            work_dir: None,
             semantic: Default::default(),
         };
         build_server(BuiltIn::Files, &policy, None, None, None)
