@@ -278,4 +278,37 @@ fn vm_artifacts_accuse_product_names_describe() {
     let c = caps(&b);
     assert!(!technique(&c, "T1497.001").discriminating);
     assert_eq!(accusing(&c), Vec::<&str>::new());
+    // … unless the firmware tables are searched for them.
+    let mut text = vec![0xC3];
+    text.extend_from_slice(b"VMware\0VirtualBox\0");
+    let b = pe32(
+        vec![sec(b".text", text, CODE)],
+        0,
+        0,
+        &[("KERNEL32.dll", &["GetSystemFirmwareTable"])],
+        &[],
+    );
+    assert!(accusing(&caps(&b)).contains(&"T1497.001"));
+}
+
+#[test]
+fn a_scheduled_task_created_from_the_command_line_accuses_the_word_alone_does_not() {
+    let mut text = vec![0xC3];
+    text.extend_from_slice(b"schtasks /create /f /sc onlogon /tn x /tr c:\\x.exe\0");
+    let b = pe32(
+        vec![sec(b".text", text, CODE)],
+        0,
+        0,
+        &[("KERNEL32.dll", &["WinExec"])],
+        &[],
+    );
+    assert!(accusing(&caps(&b)).contains(&"T1053.005"));
+    let b = pe32(
+        vec![sec(b".text", b"\xC3schtasks.exe\0".to_vec(), CODE)],
+        0,
+        0,
+        &[],
+        &[],
+    );
+    assert!(!accusing(&caps(&b)).contains(&"T1053.005"));
 }
