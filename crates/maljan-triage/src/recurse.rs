@@ -74,15 +74,24 @@ pub(crate) async fn recurse(
         let ev = vec![rec.ev_id.clone()];
         info.evidence.push(rec.ev_id.clone());
         let Some(answer) = rec.json().filter(|_| rec.error.is_none()) else {
-            // A container that cannot be opened is a note on its node, not a failed run.
+            let reason = rec
+                .error
+                .as_ref()
+                .map(|e| format!("{}: {}", e.code.as_str(), e.message))
+                .unwrap_or_else(|| "no answer".into());
+            // A format the server does not open has no members; any other failure leaves what
+            // the sample carries unanalysed, and the job says so.
+            if rec
+                .error
+                .as_ref()
+                .is_none_or(|e| e.code.as_str() != "unsupported_format")
+            {
+                job.degrade(unextracted(&target, "its members", &reason));
+            }
             info.skipped.push(SkippedMember {
                 parent_sha256: target.sha256.clone(),
                 name: "(all members)".into(),
-                reason: rec
-                    .error
-                    .as_ref()
-                    .map(|e| format!("{}: {}", e.code.as_str(), e.message))
-                    .unwrap_or_else(|| "no answer".into()),
+                reason,
                 evidence: ev,
             });
             continue;
@@ -97,6 +106,11 @@ pub(crate) async fn recurse(
             });
         }
         for s in answer["skipped"].as_array().into_iter().flatten() {
+            let reason = text(s, "reason");
+            // Links and devices are left alone on purpose; anything else was not extracted.
+            if !reason.contains("not followed") {
+                job.degrade(unextracted(&target, &text(s, "name"), &reason));
+            }
             info.skipped.push(SkippedMember {
                 parent_sha256: target.sha256.clone(),
                 name: text(s, "name"),
@@ -157,6 +171,9 @@ pub(crate) async fn recurse(
             if let Err(e) = job.runtime().ledger().add_child(row) {
                 job.degrade(format!("the ledger could not record a child sample: {e}"));
             }
+            for reason in unanalysed(&members, &child) {
+                job.degrade(reason);
+            }
             let path = carved_path(&members, &child);
             if CONTAINER_KINDS.contains(&child.kind.as_str())
                 && let Some(path) = path
@@ -189,6 +206,49 @@ pub(crate) async fn recurse(
 
 fn text(v: &Value, key: &str) -> String {
     v[key].as_str().unwrap_or_default().to_string()
+}
+
+/// The degradation reason for members of `target` that could not be extracted.
+fn unextracted(target: &Target, what: &str, reason: &str) -> String {
+    let of = if target.id.is_empty() {
+        "the sample".to_string()
+    } else {
+        format!("child {} ({})", target.id, short(&target.sha256))
+    };
+    format!("{what} of {of} could not be extracted: {reason}")
+}
+
+/// The degradation reasons of a child that could not be analysed: it was not written out, or
+/// one of its steps failed.
+fn unanalysed(members: &[Value], child: &ChildReport) -> Vec<String> {
+    let who = format!(
+        "child {} {} ({})",
+        child.id,
+        child.name,
+        short(&child.sha256)
+    );
+    if carved_path(members, child).is_none() {
+        return vec![format!(
+            "{who} could not be analysed: the server did not write it out"
+        )];
+    }
+    child
+        .steps
+        .iter()
+        .filter(|s| s.status == StepStatus::Failed)
+        .map(|s| {
+            let why = s
+                .error
+                .as_ref()
+                .map(|e| format!("{}: {}", e.code, e.message))
+                .unwrap_or_default();
+            format!("{who} could not be analysed: {} failed: {why}", s.tool)
+        })
+        .collect()
+}
+
+fn short(sha256: &str) -> &str {
+    sha256.get(..12).unwrap_or(sha256)
 }
 
 fn carved_path(members: &[Value], child: &ChildReport) -> Option<String> {
@@ -370,6 +430,45 @@ mod tests {
         assert_eq!(tree[0].children[0].children[0].id, "1.1.1");
         let ids: Vec<_> = tree[1].children.iter().map(|c| c.id.as_str()).collect();
         assert_eq!(ids, ["2.9", "2.10"]);
+    }
+
+    #[test]
+    fn a_child_not_written_or_with_a_failed_step_is_a_degradation_reason() {
+        let mut child = node("1");
+        child.name = "payload.exe".into();
+        child.sha256 = "ab".repeat(32);
+        let written = [json!({"sha256": child.sha256, "carved_path": "/w/carved/x/members/y"})];
+        assert!(unanalysed(&written, &child).is_empty());
+        let reasons = unanalysed(&[json!({"sha256": child.sha256})], &child);
+        assert_eq!(
+            reasons,
+            [
+                "child 1 payload.exe (abababababab) could not be analysed: the server did not write it out"
+            ]
+        );
+        child.steps.push(StepReport {
+            index: 1,
+            title: String::new(),
+            tool: "pe_info".into(),
+            server: None,
+            status: StepStatus::Failed,
+            evidence: vec![],
+            duration_ms: 0.0,
+            error: Some(crate::report::ErrorInfo {
+                code: "no_such_file".into(),
+                message: "gone".into(),
+                remediation: String::new(),
+            }),
+            reason: None,
+            remediation: None,
+            result: None,
+        });
+        let reasons = unanalysed(&written, &child);
+        assert_eq!(reasons.len(), 1);
+        assert!(
+            reasons[0].ends_with("pe_info failed: no_such_file: gone"),
+            "{reasons:?}"
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Helpers shared by the binary's integration tests: the binary, real peers, ports, children.
 #![allow(dead_code)]
 
+pub mod evidence;
 pub mod session;
 pub mod staging;
 
