@@ -24,7 +24,7 @@ CORPUS="${MALJAN_CORPUS:-$PEERS/corpus}"
 PY="$PEERS/venv/bin/python"
 # Bump when the corpus content changes (a source, a version, a generator): the stamp says which
 # build is in the folder.
-stamp="$CORPUS/.built-v2"
+stamp="$CORPUS/.built-v3"
 if [ "${1:-}" = "--force" ]; then rm -f "$stamp"; fi
 if [ -f "$stamp" ] && [ -f "$CORPUS/manifest.jsonl" ]; then
   echo "export MALJAN_CORPUS=\"$CORPUS\""

@@ -13,6 +13,7 @@ Nothing here runs a program it writes: the malicious-like programs are data."""
 import argparse
 import hashlib
 import json
+import os
 import random
 import re
 import shutil
@@ -91,9 +92,10 @@ def compile_c(gcc: str, src: Path, out: Path, flags: list[str]) -> None:
         extra.append("-mwindows")
     if "wmain" in text:
         extra.append("-municode")
-    # No link time stamp, so a rebuild writes the same bytes.
-    flags = [*flags, "-Wl,--no-insert-timestamp"]
-    subprocess.run([gcc, *flags, "-o", str(out), str(src), *head.get("link", []), *extra], check=True)
+    # A fixed link time (2026-03-02) rather than none: a rebuild writes the same bytes, and the
+    # programs keep the ordinary non-zero COFF time stamp a linker writes.
+    env = dict(os.environ, SOURCE_DATE_EPOCH="1772443800")
+    subprocess.run([gcc, *flags, "-o", str(out), str(src), *head.get("link", []), *extra], check=True, env=env)
 
 
 def upx(upx_bin: str, exe: Path, out: Path) -> None:
@@ -151,8 +153,6 @@ SectionEnd
 def nsis_installers(c: Corpus, nsis_root: Path, nsis_common: Path, programs: list[Path]) -> None:
     """Real NSIS installers (Debian's makensis, run from the unpacked package) of the ordinary
     programs: the installer layout every Windows user meets."""
-    import os
-
     out = c.dir("benign", "nsis-installers")
     env = dict(os.environ, NSISDIR=str(nsis_common / "usr/share/nsis"))
     for i, exe in enumerate(programs[::2]):
