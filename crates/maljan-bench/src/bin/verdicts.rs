@@ -44,6 +44,7 @@ pub struct Entry {
     pub carries: Option<String>,
     pub packed: bool,
     pub size: u64,
+    pub sha256: String,
 }
 
 /// What one `maljan analyze` run gave.
@@ -149,6 +150,7 @@ fn read_manifest(path: &Path) -> anyhow::Result<Vec<Entry>> {
             carries: v["carries"].as_str().map(str::to_owned),
             packed: v["packed"].as_bool().unwrap_or(false),
             size: v["size"].as_u64().unwrap_or(0),
+            sha256: s("sha256")?,
         });
     }
     Ok(out)
@@ -428,7 +430,7 @@ fn main() -> anyhow::Result<()> {
     let mut outcomes = done.into_inner().unwrap_or_else(|p| p.into_inner());
     outcomes.sort_by(|a, b| a.entry.path.cmp(&b.entry.path));
     let capa = if o.capa > 0 {
-        Some(capa::compare(&outcomes, o.capa))
+        Some(capa::compare(&outcomes, o.capa, &o.reports))
     } else {
         None
     };

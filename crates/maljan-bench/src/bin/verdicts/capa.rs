@@ -138,7 +138,25 @@ fn run_capa(
     Ok(found)
 }
 
-pub fn compare(outcomes: &[Outcome], n: usize) -> Comparison {
+/// capa's answer for one file, kept in the reports folder by content (capa, its version and its
+/// rules do not change between runs, and a file takes it ~30 s).
+fn cached_capa(
+    capa: &Path,
+    rules: &Path,
+    sigs: &Path,
+    o: &Outcome,
+    cache: &Path,
+) -> Result<BTreeSet<String>, String> {
+    let path = cache.join(format!("capa-{}.txt", o.entry.sha256));
+    if let Ok(text) = std::fs::read_to_string(&path) {
+        return Ok(text.split_whitespace().map(str::to_owned).collect());
+    }
+    let found = run_capa(capa, rules, sigs, &o.entry.abs)?;
+    let _ = std::fs::write(&path, found.iter().cloned().collect::<Vec<_>>().join(" "));
+    Ok(found)
+}
+
+pub fn compare(outcomes: &[Outcome], n: usize, cache: &Path) -> Comparison {
     let (Some(capa), Some(rules)) = (capa_bin(), rules_dir()) else {
         return Comparison {
             rows: vec![],
@@ -157,7 +175,7 @@ pub fn compare(outcomes: &[Outcome], n: usize) -> Comparison {
                     let i = next.fetch_add(1, Ordering::SeqCst);
                     let Some(o) = picked.get(i) else { break };
                     let started = Instant::now();
-                    let found = run_capa(&capa, &rules, &sigs, &o.entry.abs);
+                    let found = cached_capa(&capa, &rules, &sigs, o, cache);
                     let seconds = started.elapsed().as_secs_f64();
                     eprintln!(
                         "capa [{}/{}] {:.0}s {}",
