@@ -2,9 +2,10 @@
 //!
 //! It owns the console's HTTP surface: server-rendered pages (`pages`, minijinja templates and
 //! one small script and style sheet compiled into the binary by `views`), the JSON API under
-//! `/api/v1` that the pages and scripts use (`api`), who may use them (`security`: loopback
-//! without a login, elsewhere an argon2 admin password, HttpOnly SameSite session cookies, bearer
-//! tokens, CSRF tokens on every form, Host/Origin checks and security headers), the servers it
+//! `/api/v1` that the pages and scripts use (`api`), who may use them (`auth`: the owner's login
+//! URL, an argon2 admin password, API tokens with scopes, sessions; `security`: the guard every
+//! request passes — authentication on loopback too, scopes, one CSRF check, Host/Origin checks,
+//! body caps, security headers; `throttle`: failed logins back off per client), the servers it
 //! edits (`servers`: the same validation as `maljan servers add`, tokens sealed by
 //! maljan-client's secrets) and the jobs it runs in its own process (`jobs`: the same
 //! `maljan_agent::analyze` as `maljan analyze`, progress kept in the ledger for resumable event
@@ -15,18 +16,20 @@
 //! rmcp or on a transport, and nothing else in the workspace depends on it but the binary.
 
 pub mod api;
+pub mod auth;
 pub mod jobs;
 pub mod pages;
 pub mod security;
 pub mod servers;
 pub mod state;
+pub mod throttle;
 pub mod views;
 
 use std::{net::SocketAddr, path::PathBuf, sync::Arc};
 
 use axum::{Router, extract::DefaultBodyLimit, middleware};
 
-pub use security::AuthStore;
+pub use auth::{AuthStore, Scope};
 pub use state::AppState;
 
 /// What `maljan console` is started with.
@@ -90,22 +93,56 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// Serves the console until the process is stopped.
-pub async fn serve(opts: ConsoleOptions) -> anyhow::Result<()> {
+/// A console bound to its address, ready to be served. The binary serves `app` on `listener`
+/// with the same connection limits as `maljan serve --http` (a connection cap and a deadline
+/// for each request's head).
+pub struct Bound {
+    pub state: Arc<AppState>,
+    pub listener: tokio::net::TcpListener,
+    pub app: Router,
+    pub addr: SocketAddr,
+    /// The owner's login URL. It holds a secret: print it once, never log it.
+    pub login_url: String,
+    /// The 0600 file it is also kept in.
+    pub login_file: PathBuf,
+}
+
+/// Opens the console's state, binds its address and writes the owner's login URL into a 0600
+/// file in the data directory (see `auth`).
+pub async fn bind(opts: ConsoleOptions) -> anyhow::Result<Bound> {
     let state = AppState::open(opts.clone())?;
     let listener = tokio::net::TcpListener::bind(opts.listen)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", opts.listen))?;
     let addr = listener.local_addr()?;
+    let login_url = login_url(addr, state.auth.owner_token());
+    let login_file = AuthStore::login_file_in(&state.data_dir);
+    auth::write_private(&login_file, &format!("{login_url}\n"))
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", login_file.display()))?;
+    // The address only: the URL's token is never logged.
     tracing::info!(
-        "maljan console on http://{addr}/ ({})",
-        if state.auth_required() {
-            "login required"
-        } else {
-            "loopback: no login"
-        }
+        "maljan console on http://{addr}/ (every request authenticated: the login URL is in {})",
+        login_file.display()
     );
     state.test_all_servers_in_background();
-    axum::serve(listener, router(state)).await?;
-    Ok(())
+    Ok(Bound {
+        app: router(state.clone()),
+        state,
+        listener,
+        addr,
+        login_url,
+        login_file,
+    })
+}
+
+/// `http://HOST:PORT/login?token=…` on the address a browser on this machine reaches.
+pub fn login_url(addr: SocketAddr, token: &str) -> String {
+    use std::net::IpAddr;
+    let host = match addr.ip() {
+        IpAddr::V4(v4) if v4.is_unspecified() || v4.is_loopback() => "127.0.0.1".to_string(),
+        IpAddr::V6(v6) if v6.is_unspecified() || v6.is_loopback() => "[::1]".to_string(),
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => format!("[{v6}]"),
+    };
+    format!("http://{host}:{}/login?token={token}", addr.port())
 }

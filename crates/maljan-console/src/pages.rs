@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use crate::{
     api::{STATUSES, call_filter, evidence_row, load_report, page_number, status_filter},
     jobs::{self, Refused},
-    security::{self, Csrf, CsrfInForm, Identity, serde_urlencoded_pairs},
+    security::{self, ClientAddr, Identity, Scope, Viewer, serde_urlencoded_pairs},
     servers::{self, FieldErrors, ServerInput},
     state::{AppState, Problem},
 };
@@ -40,23 +40,30 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/login", get(login_form).post(login))
         .route("/logout", post(logout))
         .fallback(
-            |State(st): State<Arc<AppState>>, Extension(csrf): Extension<Csrf>| async move {
-                error_page(&st, &csrf, Problem::new(404, "no such page"))
+            |State(st): State<Arc<AppState>>, Extension(viewer): Extension<Viewer>| async move {
+                error_page(&st, &viewer, Problem::new(404, "no such page"))
             },
         )
 }
 
-/// What every page's frame needs.
-fn frame(st: &AppState, csrf: &Csrf, nav: &str) -> serde_json::Map<String, Value> {
+/// What every page's frame needs: the CSRF token, and what the viewer may do (a page offers
+/// only the actions its scope allows; the guard refuses the others anyway).
+fn frame(viewer: &Viewer, nav: &str) -> serde_json::Map<String, Value> {
     let mut m = serde_json::Map::new();
-    m.insert("csrf".into(), json!(csrf.0));
+    m.insert("csrf".into(), json!(viewer.csrf));
     m.insert("nav".into(), json!(nav));
-    m.insert("login".into(), json!(st.auth_required()));
+    m.insert("login".into(), json!(viewer.session));
+    m.insert("scope".into(), json!(viewer.scope.map(Scope::as_str)));
+    m.insert("admin".into(), json!(viewer.scope == Some(Scope::Admin)));
+    m.insert(
+        "can_submit".into(),
+        json!(viewer.scope >= Some(Scope::Submit)),
+    );
     m
 }
 
-fn page(st: &AppState, csrf: &Csrf, nav: &str, name: &str, extra: Value) -> Response {
-    let mut ctx = frame(st, csrf, nav);
+fn page(st: &AppState, viewer: &Viewer, nav: &str, name: &str, extra: Value) -> Response {
+    let mut ctx = frame(viewer, nav);
     if let Value::Object(o) = extra {
         ctx.extend(o);
     }
@@ -69,12 +76,12 @@ fn with_status(status: u16, r: Response) -> Response {
     r
 }
 
-fn error_page(st: &AppState, csrf: &Csrf, p: Problem) -> Response {
+fn error_page(st: &AppState, viewer: &Viewer, p: Problem) -> Response {
     with_status(
         p.status,
         page(
             st,
-            csrf,
+            viewer,
             "",
             "error.html",
             json!({"status": p.status, "error": p.error}),
@@ -82,7 +89,10 @@ fn error_page(st: &AppState, csrf: &Csrf, p: Problem) -> Response {
     )
 }
 
-async fn dashboard(State(st): State<Arc<AppState>>, Extension(csrf): Extension<Csrf>) -> Response {
+async fn dashboard(
+    State(st): State<Arc<AppState>>,
+    Extension(viewer): Extension<Viewer>,
+) -> Response {
     let counts = st.ledger.job_status_counts().unwrap_or_default();
     let recent = st
         .ledger
@@ -97,7 +107,7 @@ async fn dashboard(State(st): State<Arc<AppState>>, Extension(csrf): Extension<C
         .collect();
     page(
         &st,
-        &csrf,
+        &viewer,
         "dashboard",
         "dashboard.html",
         json!({
@@ -109,7 +119,7 @@ async fn dashboard(State(st): State<Arc<AppState>>, Extension(csrf): Extension<C
 
 async fn servers_page(
     State(st): State<Arc<AppState>>,
-    Extension(csrf): Extension<Csrf>,
+    Extension(viewer): Extension<Viewer>,
 ) -> Response {
     let config = st.config();
     let servers: Vec<Value> = config
@@ -119,7 +129,7 @@ async fn servers_page(
         .collect();
     page(
         &st,
-        &csrf,
+        &viewer,
         "servers",
         "servers.html",
         json!({"servers": servers, "config_path": config.path}),
@@ -217,49 +227,68 @@ fn values_of(name: &str, s: &ServerConfig) -> Value {
 
 fn server_form(
     st: &AppState,
-    csrf: &Csrf,
+    viewer: &Viewer,
     editing: Option<&str>,
     values: Value,
     test: Option<Value>,
     errors: &FieldErrors,
     status: u16,
 ) -> Response {
+    // What Test and Save will start, said plainly: a stdio server is a program run as the
+    // console's owner.
+    let runs = (values["transport"] == "stdio")
+        .then(|| {
+            let args: Vec<String> = values["args"]
+                .as_str()
+                .unwrap_or("")
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(String::from)
+                .collect();
+            servers::command_line(values["command"].as_str().unwrap_or(""), &args)
+        })
+        .filter(|line| !line.is_empty());
     with_status(
         status,
         page(
             st,
-            csrf,
+            viewer,
             "servers",
             "server_form.html",
             json!({
                 "editing": editing, "v": values, "test": test, "errors": errors,
+                "runs": runs, "run_as": servers::run_as(),
             }),
         ),
     )
 }
 
-async fn new_server(State(st): State<Arc<AppState>>, Extension(csrf): Extension<Csrf>) -> Response {
+async fn new_server(
+    State(st): State<Arc<AppState>>,
+    Extension(viewer): Extension<Viewer>,
+) -> Response {
     let values = json!({"transport": "stdio", "enabled": true, "ticked": []});
-    server_form(&st, &csrf, None, values, None, &FieldErrors::new(), 200)
+    server_form(&st, &viewer, None, values, None, &FieldErrors::new(), 200)
 }
 
 async fn edit_server(
     State(st): State<Arc<AppState>>,
-    Extension(csrf): Extension<Csrf>,
+    Extension(viewer): Extension<Viewer>,
     Path(name): Path<String>,
 ) -> Response {
     let config = st.config();
     let Some(s) = config.servers.get(&name) else {
         return error_page(
             &st,
-            &csrf,
+            &viewer,
             Problem::new(404, format!("no server named '{name}'")),
         );
     };
     let test = st.last_test(&name).map(|t| json!(t));
     server_form(
         &st,
-        &csrf,
+        &viewer,
         Some(&name),
         values_of(&name, s),
         test,
@@ -271,7 +300,7 @@ async fn edit_server(
 /// Test (nothing saved) or Save, from the new-server and edit forms alike.
 async fn submit_server_form(
     st: &Arc<AppState>,
-    csrf: &Csrf,
+    viewer: &Viewer,
     editing: Option<&str>,
     body: &Bytes,
 ) -> Response {
@@ -292,7 +321,7 @@ async fn submit_server_form(
         if action == "delete" {
             return match servers::remove(st, n) {
                 Ok(()) => Redirect::to("/servers").into_response(),
-                Err(p) => error_page(st, csrf, p),
+                Err(p) => error_page(st, viewer, p),
             };
         }
     }
@@ -300,7 +329,7 @@ async fn submit_server_form(
         shown["has_token"] = json!(!s.auth_token.is_empty());
     }
     if let Err(errors) = parsed {
-        return server_form(st, csrf, editing, shown, None, &errors, 422);
+        return server_form(st, viewer, editing, shown, None, &errors, 422);
     }
     let config = st.config();
     if action == "test" {
@@ -309,7 +338,7 @@ async fn submit_server_form(
                 "name".to_string(),
                 format!("a server named '{name}' exists already"),
             )]);
-            return server_form(st, csrf, editing, shown, None, &e, 422);
+            return server_form(st, viewer, editing, shown, None, &e, 422);
         }
         return match servers::build(
             &config,
@@ -321,7 +350,7 @@ async fn submit_server_form(
                 let outcome = servers::test_values(&config, &name, cfg).await;
                 server_form(
                     st,
-                    csrf,
+                    viewer,
                     editing,
                     shown,
                     Some(json!(outcome)),
@@ -329,7 +358,7 @@ async fn submit_server_form(
                     200,
                 )
             }
-            Err(errors) => server_form(st, csrf, editing, shown, None, &errors, 422),
+            Err(errors) => server_form(st, viewer, editing, shown, None, &errors, 422),
         };
     }
     // A new server may run no tool until its tools are ticked (after a Test lists them).
@@ -338,45 +367,45 @@ async fn submit_server_form(
     }
     match servers::store(st, &name, &input, editing.is_none()) {
         Ok(_) => Redirect::to(&format!("/servers#server-{name}")).into_response(),
-        Err(Ok(errors)) => server_form(st, csrf, editing, shown, None, &errors, 422),
-        Err(Err(p)) => error_page(st, csrf, p),
+        Err(Ok(errors)) => server_form(st, viewer, editing, shown, None, &errors, 422),
+        Err(Err(p)) => error_page(st, viewer, p),
     }
 }
 
 async fn post_new_server(
     State(st): State<Arc<AppState>>,
-    Extension(csrf): Extension<Csrf>,
+    Extension(viewer): Extension<Viewer>,
     body: Bytes,
 ) -> Response {
-    submit_server_form(&st, &csrf, None, &body).await
+    submit_server_form(&st, &viewer, None, &body).await
 }
 
 async fn post_edit_server(
     State(st): State<Arc<AppState>>,
-    Extension(csrf): Extension<Csrf>,
+    Extension(viewer): Extension<Viewer>,
     Path(name): Path<String>,
     body: Bytes,
 ) -> Response {
     if !st.config().servers.contains_key(&name) {
         return error_page(
             &st,
-            &csrf,
+            &viewer,
             Problem::new(404, format!("no server named '{name}'")),
         );
     }
-    submit_server_form(&st, &csrf, Some(&name), &body).await
+    submit_server_form(&st, &viewer, Some(&name), &body).await
 }
 
 async fn test_server(
     State(st): State<Arc<AppState>>,
-    Extension(csrf): Extension<Csrf>,
+    Extension(viewer): Extension<Viewer>,
     Path(name): Path<String>,
 ) -> Response {
     let config = st.config();
     let Some(cfg) = config.servers.get(&name).cloned() else {
         return error_page(
             &st,
-            &csrf,
+            &viewer,
             Problem::new(404, format!("no server named '{name}'")),
         );
     };
@@ -387,12 +416,12 @@ async fn test_server(
 
 async fn jobs_page(
     State(st): State<Arc<AppState>>,
-    Extension(csrf): Extension<Csrf>,
+    Extension(viewer): Extension<Viewer>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     let (status, page_no) = match (status_filter(&q), page_number(&q, "page", 1)) {
         (Ok(s), Ok(p)) => (s, p),
-        (Err(e), _) | (_, Err(e)) => return error_page(&st, &csrf, e),
+        (Err(e), _) | (_, Err(e)) => return error_page(&st, &viewer, e),
     };
     let (jobs, counts) = match (
         st.ledger.jobs_page(status.as_deref(), page_no, 50),
@@ -400,7 +429,7 @@ async fn jobs_page(
     ) {
         (Ok(p), Ok(c)) => (p, c),
         (Err(e), _) | (_, Err(e)) => {
-            return error_page(&st, &csrf, Problem::new(500, e.to_string()));
+            return error_page(&st, &viewer, Problem::new(500, e.to_string()));
         }
     };
     let count = |s: &str| counts.iter().find(|(k, _)| k == s).map_or(0, |(_, n)| *n);
@@ -419,7 +448,7 @@ async fn jobs_page(
     let pages = jobs.pages();
     page(
         &st,
-        &csrf,
+        &viewer,
         "jobs",
         "jobs.html",
         json!({
@@ -428,13 +457,16 @@ async fn jobs_page(
     )
 }
 
-async fn new_job(State(st): State<Arc<AppState>>, Extension(csrf): Extension<Csrf>) -> Response {
-    job_form(&st, &csrf, None, &FieldErrors::new(), 200)
+async fn new_job(
+    State(st): State<Arc<AppState>>,
+    Extension(viewer): Extension<Viewer>,
+) -> Response {
+    job_form(&st, &viewer, None, &FieldErrors::new(), 200)
 }
 
 fn job_form(
     st: &AppState,
-    csrf: &Csrf,
+    viewer: &Viewer,
     error: Option<String>,
     errors: &FieldErrors,
     status: u16,
@@ -450,7 +482,7 @@ fn job_form(
         status,
         page(
             st,
-            csrf,
+            viewer,
             "new",
             "job_new.html",
             json!({
@@ -463,41 +495,40 @@ fn job_form(
 
 async fn post_new_job(
     State(st): State<Arc<AppState>>,
-    Extension(csrf): Extension<Csrf>,
-    form_csrf: Option<Extension<CsrfInForm>>,
+    Extension(viewer): Extension<Viewer>,
     form: Result<Multipart, axum::extract::multipart::MultipartRejection>,
 ) -> Response {
     let Ok(form) = form else {
         return job_form(
             &st,
-            &csrf,
+            &viewer,
             Some("the form was not a file upload (multipart/form-data)".into()),
             &FieldErrors::new(),
             400,
         );
     };
-    let sub = match jobs::read_submission(&st, form, form_csrf.map(|c| c.0)).await {
+    let sub = match jobs::read_submission(&st, form, None).await {
         Ok(s) => s,
         Err(Refused::Problem(p)) => {
-            return job_form(&st, &csrf, Some(p.error), &FieldErrors::new(), p.status);
+            return job_form(&st, &viewer, Some(p.error), &FieldErrors::new(), p.status);
         }
-        Err(Refused::Fields(f)) => return job_form(&st, &csrf, None, &f, 422),
+        Err(Refused::Fields(f)) => return job_form(&st, &viewer, None, &f, 422),
     };
     match jobs::start(&st, sub).await {
         Ok(id) => Redirect::to(&format!("/jobs/{id}")).into_response(),
-        Err(p) => job_form(&st, &csrf, Some(p.error), &FieldErrors::new(), p.status),
+        Err(p) => job_form(&st, &viewer, Some(p.error), &FieldErrors::new(), p.status),
     }
 }
 
 async fn job_page(
     State(st): State<Arc<AppState>>,
-    Extension(csrf): Extension<Csrf>,
+    Extension(viewer): Extension<Viewer>,
     Path(id): Path<String>,
 ) -> Response {
     let job = match st.ledger.job(&id) {
         Ok(Some(j)) => j,
-        Ok(None) => return error_page(&st, &csrf, Problem::new(404, format!("no job '{id}'"))),
-        Err(e) => return error_page(&st, &csrf, Problem::new(500, e.to_string())),
+        Ok(None) => return error_page(&st, &viewer, Problem::new(404, format!("no job '{id}'"))),
+        Err(e) => return error_page(&st, &viewer, Problem::new(500, e.to_string())),
     };
     let live = st.live_job(&id).is_some();
     let report = if live {
@@ -507,7 +538,7 @@ async fn job_page(
     };
     page(
         &st,
-        &csrf,
+        &viewer,
         "jobs",
         "job.html",
         json!({"job": job, "live": live, "report": report}),
@@ -516,7 +547,7 @@ async fn job_page(
 
 async fn cancel_job(
     State(st): State<Arc<AppState>>,
-    Extension(csrf): Extension<Csrf>,
+    Extension(viewer): Extension<Viewer>,
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Response {
@@ -530,24 +561,24 @@ async fn cancel_job(
                 .unwrap_or_else(|| format!("/jobs/{id}"));
             Redirect::to(&back).into_response()
         }
-        Err(p) => error_page(&st, &csrf, p),
+        Err(p) => error_page(&st, &viewer, p),
     }
 }
 
 async fn ledger_page(
     State(st): State<Arc<AppState>>,
-    Extension(csrf): Extension<Csrf>,
+    Extension(viewer): Extension<Viewer>,
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
     let job = match st.ledger.job(&id) {
         Ok(Some(j)) => j,
-        Ok(None) => return error_page(&st, &csrf, Problem::new(404, format!("no job '{id}'"))),
-        Err(e) => return error_page(&st, &csrf, Problem::new(500, e.to_string())),
+        Ok(None) => return error_page(&st, &viewer, Problem::new(404, format!("no job '{id}'"))),
+        Err(e) => return error_page(&st, &viewer, Problem::new(500, e.to_string())),
     };
     let (filter, mut page_no) = match (call_filter(&q), page_number(&q, "page", 1)) {
         (Ok(f), Ok(p)) => (f, p),
-        (Err(e), _) | (_, Err(e)) => return error_page(&st, &csrf, e),
+        (Err(e), _) | (_, Err(e)) => return error_page(&st, &viewer, e),
     };
     const PER_PAGE: usize = 50;
     let target = q.get("ev").cloned();
@@ -560,16 +591,16 @@ async fn ledger_page(
             Ok(None) => {
                 return error_page(
                     &st,
-                    &csrf,
+                    &viewer,
                     Problem::new(404, format!("job {id} has no evidence '{ev}'")),
                 );
             }
-            Err(e) => return error_page(&st, &csrf, Problem::new(500, e.to_string())),
+            Err(e) => return error_page(&st, &viewer, Problem::new(500, e.to_string())),
         }
     }
     let rows = match st.ledger.calls_page(&id, filter.clone(), page_no, PER_PAGE) {
         Ok(p) => p,
-        Err(e) => return error_page(&st, &csrf, Problem::new(500, e.to_string())),
+        Err(e) => return error_page(&st, &viewer, Problem::new(500, e.to_string())),
     };
     let shown: Vec<Value> = rows
         .items
@@ -591,7 +622,7 @@ async fn ledger_page(
     let pages = rows.pages();
     page(
         &st,
-        &csrf,
+        &viewer,
         "jobs",
         "ledger.html",
         json!({
@@ -602,22 +633,27 @@ async fn ledger_page(
     )
 }
 
-async fn settings(State(st): State<Arc<AppState>>, Extension(csrf): Extension<Csrf>) -> Response {
-    settings_page(&st, &csrf, None)
+async fn settings(
+    State(st): State<Arc<AppState>>,
+    Extension(viewer): Extension<Viewer>,
+) -> Response {
+    settings_page(&st, &viewer, None)
 }
 
-fn settings_page(st: &AppState, csrf: &Csrf, test: Option<Value>) -> Response {
+fn settings_page(st: &AppState, viewer: &Viewer, test: Option<Value>) -> Response {
     let config = st.config();
     let llm = config.llm.as_ref().map(|l| json!({"provider": l.provider, "model": l.model,
         "base_url": maljan_client::redact::scrub_url(&l.base_url), "has_key": !l.api_key.is_empty()}));
     page(
         st,
-        csrf,
+        viewer,
         "settings",
         "settings.html",
         json!({
             "llm": llm, "test": test, "config_path": config.path, "ledger_path": config.ledger_path(),
-            "tokens": st.auth.tokens().into_iter().map(|t| json!({"label": t.label, "created_at": t.created_at})).collect::<Vec<_>>(),
+            "tokens": st.auth.tokens().iter().map(|t| json!({"id": t.id(), "scope": t.scope.as_str(),
+                "label": t.label, "created_at": t.created_at, "last_used": t.last_used})).collect::<Vec<_>>(),
+            "login_file": crate::AuthStore::login_file_in(&st.data_dir), "has_password": st.auth.has_password(),
             "listen": st.opts.listen.to_string(), "max_bytes": st.opts.max_sample_bytes,
         }),
     )
@@ -625,7 +661,10 @@ fn settings_page(st: &AppState, csrf: &Csrf, test: Option<Value>) -> Response {
 
 /// The same check as `maljan llm test`: the first endpoint of the chain is asked to call a
 /// `ping` tool once.
-async fn llm_test(State(st): State<Arc<AppState>>, Extension(csrf): Extension<Csrf>) -> Response {
+async fn llm_test(
+    State(st): State<Arc<AppState>>,
+    Extension(viewer): Extension<Viewer>,
+) -> Response {
     use maljan_agent::llm::{self, Message, ToolSpec};
     let config = st.config();
     let keys = maljan_client::KeySource::in_dir(&config.data_dir);
@@ -634,7 +673,7 @@ async fn llm_test(State(st): State<Arc<AppState>>, Extension(csrf): Extension<Cs
         Ok(None) => {
             return settings_page(
                 &st,
-                &csrf,
+                &viewer,
                 Some(
                     json!({"ok": false, "detail": "no model configured: add [llm] to the config file"}),
                 ),
@@ -643,7 +682,7 @@ async fn llm_test(State(st): State<Arc<AppState>>, Extension(csrf): Extension<Cs
         Err(e) => {
             return settings_page(
                 &st,
-                &csrf,
+                &viewer,
                 Some(json!({"ok": false, "detail": e.to_string()})),
             );
         }
@@ -667,38 +706,94 @@ async fn llm_test(State(st): State<Arc<AppState>>, Extension(csrf): Extension<Cs
         }
         Err(e) => json!({"ok": false, "detail": format!("{}: {e}", ep.label())}),
     };
-    settings_page(&st, &csrf, Some(outcome))
+    settings_page(&st, &viewer, Some(outcome))
 }
 
-async fn login_form(State(st): State<Arc<AppState>>, Extension(csrf): Extension<Csrf>) -> Response {
-    page(&st, &csrf, "", "login.html", json!({}))
+async fn login_form(
+    State(st): State<Arc<AppState>>,
+    Extension(viewer): Extension<Viewer>,
+    Extension(client): Extension<ClientAddr>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    match q.get("token") {
+        // The owner's login URL: exchanged for a session, and the address loses the token.
+        Some(token) => attempt_login(&st, &viewer, client, token).await,
+        None => login_page(&st, &viewer, None, 200),
+    }
+}
+
+fn login_page(st: &AppState, viewer: &Viewer, error: Option<String>, status: u16) -> Response {
+    let file = crate::AuthStore::login_file_in(&st.data_dir);
+    with_status(
+        status,
+        page(
+            st,
+            viewer,
+            "",
+            "login.html",
+            json!({"error": error, "login_file": file}),
+        ),
+    )
 }
 
 async fn login(
     State(st): State<Arc<AppState>>,
-    Extension(csrf): Extension<Csrf>,
+    Extension(viewer): Extension<Viewer>,
+    Extension(client): Extension<ClientAddr>,
     body: Bytes,
 ) -> Response {
     let pairs = serde_urlencoded_pairs(&body);
-    let password = pairs
+    let secret = pairs
         .iter()
         .find(|(k, _)| k == "password")
-        .map(|(_, v)| v.as_str())
-        .unwrap_or("");
-    if !st.auth.check_password(password) {
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-        return with_status(
-            401,
-            page(
-                &st,
-                &csrf,
-                "",
-                "login.html",
-                json!({"error": "wrong password"}),
-            ),
+        .map(|(_, v)| v.trim().to_string())
+        .unwrap_or_default();
+    attempt_login(&st, &viewer, client, &secret).await
+}
+
+/// One login attempt with a password or a token, under the client's back-off: the owner's
+/// login token and the admin password open an admin session, an API token a session of its
+/// scope (which ends when the token is revoked).
+async fn attempt_login(
+    st: &AppState,
+    viewer: &Viewer,
+    client: ClientAddr,
+    secret: &str,
+) -> Response {
+    if let Err(wait) = st.throttle.check(client.0) {
+        let mut resp = login_page(
+            st,
+            viewer,
+            Some(format!(
+                "too many failed logins from your address: try again in {} s",
+                wait.as_secs().max(1)
+            )),
+            429,
         );
+        resp.headers_mut().insert(
+            header::RETRY_AFTER,
+            http::HeaderValue::from(wait.as_secs().max(1)),
+        );
+        return resp;
     }
-    let sid = st.auth.new_session();
+    let opened = match st.auth.check_token(secret) {
+        Some(Identity::Token { id, scope }) => Some((scope, (id != "owner").then_some(id))),
+        _ if !secret.is_empty() && st.auth.check_password(secret) => Some((Scope::Admin, None)),
+        _ => None,
+    };
+    let Some((scope, token_id)) = opened else {
+        let locked = st.throttle.failed(client.0);
+        let mut error = "wrong password or token".to_string();
+        if let Some(wait) = locked {
+            error.push_str(&format!(
+                "; too many failed logins from your address: the next try in {} s",
+                wait.as_secs().max(1)
+            ));
+        }
+        return login_page(st, viewer, Some(error), 401);
+    };
+    st.throttle.succeeded(client.0);
+    let sid = st.auth.new_session(scope, token_id.as_deref());
     (
         [(header::SET_COOKIE, security::session_cookie(&sid))],
         Redirect::to("/"),
@@ -710,7 +805,7 @@ async fn logout(
     State(st): State<Arc<AppState>>,
     identity: Option<Extension<Identity>>,
 ) -> Response {
-    if let Some(Extension(Identity::Session(sid))) = identity {
+    if let Some(Extension(Identity::Session { sid, .. })) = identity {
         st.auth.end_session(&sid);
     }
     let clear = format!(

@@ -289,12 +289,40 @@ pub async fn test_values(config: &Config, name: &str, cfg: ServerConfig) -> Test
 /// Where a server is, for people: the command line, or the URL without its query string.
 pub fn target(s: &ServerConfig) -> String {
     match s.transport {
-        TransportKind::Stdio => std::iter::once(s.command.as_str())
-            .chain(s.args.iter().map(String::as_str))
-            .collect::<Vec<_>>()
-            .join(" "),
+        TransportKind::Stdio => command_line(&s.command, &s.args),
         _ => scrub_url(&s.url),
     }
+}
+
+/// A command and its arguments as a shell would need them typed: an argument with a space, a
+/// quote or a shell character is single-quoted, so `sh -c 'id > /tmp/m'` reads as what runs.
+pub fn command_line(command: &str, args: &[String]) -> String {
+    fn quoted(word: &str) -> String {
+        let plain = !word.is_empty()
+            && word
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+        if plain {
+            word.to_string()
+        } else {
+            format!("'{}'", word.replace('\'', r"'\''"))
+        }
+    }
+    if command.trim().is_empty() {
+        return String::new();
+    }
+    std::iter::once(command)
+        .chain(args.iter().map(String::as_str))
+        .map(quoted)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The account a stdio server runs as: the console's own.
+pub fn run_as() -> String {
+    std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "the account that started the console".into())
 }
 
 /// One server as the API and the cards show it (the token masked).
@@ -313,6 +341,8 @@ pub fn describe(state: &AppState, name: &str, s: &ServerConfig) -> Value {
         "transport": s.transport.as_str(),
         "enabled": s.enabled,
         "target": target(s),
+        // What the console starts for this server (stdio), said plainly.
+        "runs": (s.transport == TransportKind::Stdio).then(|| target(s)),
         "command": s.command,
         "args": s.args,
         "cwd": s.cwd,
@@ -428,6 +458,14 @@ mod tests {
             (ok.command.as_str(), ok.tools),
             ("srv", Some(vec!["echo".to_string()]))
         );
+    }
+
+    #[test]
+    fn a_command_line_reads_as_what_runs() {
+        let args = ["-c".to_string(), "id > /tmp/m".to_string()];
+        assert_eq!(command_line("sh", &args), "sh -c 'id > /tmp/m'");
+        assert_eq!(command_line("a", &["it's".into()]), r"a 'it'\''s'");
+        assert_eq!(command_line(" ", &args), "");
     }
 
     #[test]

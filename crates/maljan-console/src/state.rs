@@ -1,6 +1,6 @@
 //! The console's shared state: the runtime (rebuilt when the servers change; jobs already running
 //! keep theirs), the ledger, the jobs running in this process, the last test of each server, the
-//! templates and the auth store.
+//! templates, the auth store and the login back-off.
 
 use std::{
     collections::HashMap,
@@ -14,7 +14,10 @@ use serde::Serialize;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use crate::{ConsoleOptions, security::AuthStore, servers::TestOutcome, views::Views};
+use crate::{
+    ConsoleOptions, security::AuthStore, servers::TestOutcome, throttle::LoginThrottle,
+    views::Views,
+};
 
 /// A job running in this process.
 pub struct LiveJob {
@@ -30,6 +33,8 @@ pub struct AppState {
     pub tests: Mutex<HashMap<String, TestOutcome>>,
     pub views: Views,
     pub auth: AuthStore,
+    /// Failed logins per client (see `throttle`).
+    pub throttle: LoginThrottle,
     /// Where the sample store keeps queued jobs' samples for the workers.
     pub store: maljan_client::SampleStore,
     /// The embedded workers (none with `--workers 0`).
@@ -100,6 +105,7 @@ impl AppState {
             tests: Mutex::default(),
             views: Views::new(),
             auth,
+            throttle: LoginThrottle::default(),
             store,
             pool: Default::default(),
             samples_dir,
@@ -108,11 +114,6 @@ impl AppState {
         });
         crate::jobs::start_workers(&state);
         Ok(state)
-    }
-
-    /// Off loopback every request needs a session or a token.
-    pub fn auth_required(&self) -> bool {
-        !self.opts.listen.ip().is_loopback()
     }
 
     pub fn runtime(&self) -> Arc<Runtime> {

@@ -204,7 +204,9 @@ where
 
 /// Serves connections until ctrl-c or `shutdown`, at most `max_connections` at once, each with
 /// hyper's head deadline (axum's own `serve` sets none). Then lets open exchanges finish.
-async fn accept_loop(
+/// Each request carries its peer's address (`axum::extract::ConnectInfo<SocketAddr>`). Public
+/// so that another axum app (the web console) gets the same limits from the same code.
+pub async fn accept_loop(
     listener: tokio::net::TcpListener,
     app: Router,
     options: &HttpOptions,
@@ -235,8 +237,8 @@ async fn accept_loop(
         let (Ok(slot), accepted) = accepted else {
             break;
         };
-        let tcp = match accepted {
-            Ok((tcp, _)) => tcp,
+        let (tcp, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(e) => {
                 // Out of descriptors, or a connection reset while queued: not the server's end.
                 tracing::debug!("accept failed: {e}");
@@ -251,7 +253,11 @@ async fn accept_loop(
         }
         let app = app.clone();
         let service = hyper::service::service_fn(move |request: hyper::Request<_>| {
-            tower::ServiceExt::oneshot(app.clone(), request.map(axum::body::Body::new))
+            let mut request = request.map(axum::body::Body::new);
+            request
+                .extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
+            tower::ServiceExt::oneshot(app.clone(), request)
         });
         let connection = graceful.watch(http1.serve_connection(TokioIo::new(tcp), service));
         tokio::spawn(async move {
