@@ -136,6 +136,17 @@ async fn add_test_submit_watch_report_and_follow_evidence_in_chromium() {
     let shots = screenshots_dir();
     let base = format!("http://{addr}");
 
+    // 0. Log in as the owner: the login URL the console wrote (0600) beside its data. The
+    // address loses the token once the session cookie is set.
+    let login_url = std::fs::read_to_string(dir.path().join("data/console-login.url"))
+        .expect("the console keeps its login URL in its data directory");
+    client.goto(login_url.trim()).await.unwrap();
+    let landed = client.current_url().await.unwrap();
+    assert!(
+        landed.query().is_none() && landed.path() == "/",
+        "the login URL lands on the dashboard without its token: {landed}"
+    );
+
     // 1. Add a server through the form and test it before saving.
     client.goto(&format!("{base}/servers/new")).await.unwrap();
     client

@@ -225,10 +225,8 @@ async fn a_finished_job_shows_the_verdict_first_and_links_its_evidence(store: co
     // An oversize upload from the page: the form again, with the error.
     let small = common::console_on("127.0.0.1:8700", 10);
     let (ctype, body) = common::multipart("big.bin", &[1u8; 100], &[("_csrf", &small.csrf())]);
-    let req = axum::http::Request::builder()
-        .method("POST")
-        .uri("/jobs/new")
-        .header(header::HOST, &small.host)
+    let req = small
+        .req_bare("POST", "/jobs/new")
         .header(header::CONTENT_TYPE, ctype)
         .body(Body::from(body))
         .unwrap();
@@ -239,10 +237,8 @@ async fn a_finished_job_shows_the_verdict_first_and_links_its_evidence(store: co
         "{html}"
     );
     let (ctype, body) = common::multipart("x.bin", b"abc", &[("_csrf", "forged")]);
-    let req = axum::http::Request::builder()
-        .method("POST")
-        .uri("/jobs/new")
-        .header(header::HOST, &small.host)
+    let req = small
+        .req_bare("POST", "/jobs/new")
         .header(header::CONTENT_TYPE, ctype)
         .body(Body::from(body))
         .unwrap();

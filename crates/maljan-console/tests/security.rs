@@ -1,5 +1,7 @@
-//! Who may use the console: loopback without a login but with CSRF and Host/Origin checks;
-//! elsewhere nothing without a session or a bearer token; security headers on every answer.
+//! Who may use the console: a session's changes need its CSRF token and must come from the
+//! console's own pages (Host/Origin checks); off loopback, nothing without a session or a bearer
+//! token and the admin password is required; security headers on every answer. (That loopback
+//! needs a login too is `login_required.rs`.)
 
 mod common;
 
@@ -18,8 +20,9 @@ fn post_json(host: &str, uri: &str) -> axum::http::request::Builder {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn loopback_needs_no_login_but_refuses_cross_site_and_csrf_less_changes() {
+async fn a_session_refuses_cross_site_and_csrf_less_changes() {
     let c = common::console();
+    let post_json = |host: &str, uri: &str| post_json(host, uri).header(header::COOKIE, c.cookie());
     let body = || Body::from(json!({"name": "x", "command": "srv"}).to_string());
     let (s, v) = common::read_json(
         c.send(post_json(&c.host, "/api/v1/servers").body(body()).unwrap())
@@ -56,19 +59,15 @@ async fn loopback_needs_no_login_but_refuses_cross_site_and_csrf_less_changes() 
         .unwrap();
     assert_eq!(c.send(req).await.status(), StatusCode::FORBIDDEN);
     // A form posted from another site (no JS needed for that attack): refused by Origin.
-    let req = Request::builder()
-        .method("POST")
-        .uri("/servers/echo/test")
-        .header(header::HOST, &c.host)
+    let req = c
+        .req_bare("POST", "/servers/echo/test")
         .header(header::ORIGIN, "http://evil.example")
         .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
         .body(Body::from(format!("_csrf={}", c.csrf())))
         .unwrap();
     assert_eq!(c.send(req).await.status(), StatusCode::FORBIDDEN);
-    let req = Request::builder()
-        .method("POST")
-        .uri("/servers/echo/test")
-        .header(header::HOST, &c.host)
+    let req = c
+        .req_bare("POST", "/servers/echo/test")
         .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
         .body(Body::from("_csrf=nope"))
         .unwrap();
@@ -102,6 +101,7 @@ async fn loopback_needs_no_login_but_refuses_cross_site_and_csrf_less_changes() 
     let req = Request::builder()
         .uri("/")
         .header(header::HOST, "localhost:8700")
+        .header(header::COOKIE, c.cookie())
         .body(Body::empty())
         .unwrap();
     let resp = c.send(req).await;
@@ -159,7 +159,7 @@ async fn off_loopback_nothing_without_a_token_or_a_session() {
         .unwrap();
     assert_eq!(c.send(req).await.status(), StatusCode::UNAUTHORIZED);
 
-    let token = c.state.auth.create_token("ci").unwrap();
+    let token = c.token(maljan_console::Scope::Admin);
     let with = |b: axum::http::request::Builder, t: &str| {
         b.header(header::AUTHORIZATION, format!("Bearer {t}"))
     };

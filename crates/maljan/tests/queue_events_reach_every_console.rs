@@ -40,7 +40,9 @@ impl Drop for Killed {
     }
 }
 
-fn console(home: &Path, db: &str) -> (Killed, u16) {
+/// A console on a free port: the process, its port, and the owner's token (from the login URL
+/// it keeps in its data directory: every request to a console is authenticated).
+fn console(home: &Path, db: &str) -> (Killed, u16, String) {
     let port = maljan_testkit::free_port();
     let listen = format!("127.0.0.1:{port}");
     let child = maljan(home, db, &["console", "--listen", &listen])
@@ -49,16 +51,18 @@ fn console(home: &Path, db: &str) -> (Killed, u16) {
         .unwrap();
     let c = Killed(child);
     maljan_testkit::wait_answering(&listen, "/");
-    (c, port)
+    let url = std::fs::read_to_string(home.join("console-login.url")).unwrap();
+    let token = url.trim().split("token=").nth(1).unwrap().to_string();
+    (c, port, token)
 }
 
 /// Reads a job's event stream from its start until `done`: (number, kind) of each event.
-fn follow(port: u16, job: &str) -> Vec<(i64, String)> {
+fn follow(port: u16, token: &str, job: &str) -> Vec<(i64, String)> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
     write!(
         s,
-        "GET /api/v1/jobs/{job}/events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: text/event-stream\r\nConnection: close\r\n\r\n"
+        "GET /api/v1/jobs/{job}/events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\nAccept: text/event-stream\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let mut events = Vec::new();
@@ -94,13 +98,13 @@ fn a_worker_s_job_reaches_both_consoles(db: &str) {
     assert!(out.status.success());
     let id = String::from_utf8(out.stdout).unwrap().trim().to_string();
 
-    let (_a, port_a) = console(a_home, db);
-    let (_b, port_b) = console(b_home, db);
-    let watchers: Vec<_> = [port_a, port_b]
+    let (_a, port_a, token_a) = console(a_home, db);
+    let (_b, port_b, token_b) = console(b_home, db);
+    let watchers: Vec<_> = [(port_a, token_a.clone()), (port_b, token_b)]
         .into_iter()
-        .map(|port| {
+        .map(|(port, token)| {
             let id = id.clone();
-            std::thread::spawn(move || follow(port, &id))
+            std::thread::spawn(move || follow(port, &token, &id))
         })
         .collect();
     // The streams are open (and empty: nothing has run) before the worker starts.
@@ -142,7 +146,7 @@ fn a_worker_s_job_reaches_both_consoles(db: &str) {
         .status()
         .unwrap();
     assert!(cancelled.success());
-    assert_eq!(follow(port_a, &never), []);
+    assert_eq!(follow(port_a, &token_a, &never), []);
 }
 
 #[test]

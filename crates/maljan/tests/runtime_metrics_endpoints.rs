@@ -18,11 +18,16 @@ use common::*;
 use serde_json::Value;
 
 fn get(port: u16, path: &str) -> (String, String) {
+    get_as(port, path, "")
+}
+
+/// `get` with these extra header lines (each ending in CRLF).
+fn get_as(port: u16, path: &str, headers: &str) -> (String, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{headers}Connection: close\r\n\r\n"
     )
     .unwrap();
     let mut raw = String::new();
@@ -91,10 +96,20 @@ fn console_metrics_on_its_own_listener() {
             "--metrics",
         ],
     ));
+    // Every request to a console is authenticated: the owner's token is in the login URL it
+    // keeps in its data directory once it listens.
     let mut answered = None;
+    let login = home.path().join("console-login.url");
     for _ in 0..300 {
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            answered = Some(get(port, "/metrics"));
+        if let Ok(url) = std::fs::read_to_string(&login)
+            && TcpStream::connect(("127.0.0.1", port)).is_ok()
+        {
+            let token = url.trim().split("token=").nth(1).unwrap().to_string();
+            answered = Some(get_as(
+                port,
+                "/metrics",
+                &format!("Authorization: Bearer {token}\r\n"),
+            ));
             break;
         }
         std::thread::sleep(Duration::from_millis(100));

@@ -1,6 +1,7 @@
 //! What the console's tests share: a console over a temp data directory and config file (the
 //! fixture echo server and the built-in analysis server of the real `maljan` binary), requests
-//! sent through the router in process, and small readers of the answers.
+//! sent through the router in process as the console's owner (an admin session, as the login
+//! URL opens), and small readers of the answers.
 #![allow(dead_code)]
 
 use std::{path::PathBuf, sync::Arc};
@@ -11,7 +12,7 @@ use axum::{
     http::{Request, Response, StatusCode, header},
 };
 use maljan_client::{Config, Ledger};
-use maljan_console::{AppState, ConsoleOptions, router};
+use maljan_console::{AppState, ConsoleOptions, Scope, router};
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -30,6 +31,8 @@ pub struct Console {
     pub dir: tempfile::TempDir,
     pub config_path: PathBuf,
     pub host: String,
+    /// The owner's admin session (the id in its cookie), as the login URL opens one.
+    pub sid: String,
 }
 
 pub fn echo_bin() -> String {
@@ -102,8 +105,10 @@ fn console_stored(
             .unwrap();
     }
     let state = AppState::with_ledger(opts.clone(), config, ledger).unwrap();
+    let sid = state.auth.new_session(Scope::Admin, None);
     Console {
         app: router(state.clone()),
+        sid,
         state,
         dir,
         config_path,
@@ -134,16 +139,44 @@ impl Console {
         self.app.clone().oneshot(req).await.unwrap()
     }
 
+    /// The CSRF token of the owner's session.
     pub fn csrf(&self) -> String {
-        self.state.auth.csrf_for("loopback")
+        self.state.auth.csrf_for(&self.sid)
     }
 
-    /// A request from this console's own pages: right Host, and the CSRF header on a change.
-    pub fn req(&self, method: &str, uri: &str) -> axum::http::request::Builder {
-        let b = Request::builder()
+    /// The Cookie header of the owner's session.
+    pub fn cookie(&self) -> String {
+        format!("maljan_session={}", self.sid)
+    }
+
+    /// A request of the owner's session with the right Host and no CSRF header (a form that
+    /// carries its token in a field, or one that is meant to be refused).
+    pub fn req_bare(&self, method: &str, uri: &str) -> axum::http::request::Builder {
+        Request::builder()
             .method(method)
             .uri(uri)
-            .header(header::HOST, &self.host);
+            .header(header::HOST, &self.host)
+            .header(header::COOKIE, self.cookie())
+    }
+
+    /// A request with a bearer token (no cookie, no CSRF token).
+    pub fn req_token(&self, method: &str, uri: &str, token: &str) -> axum::http::request::Builder {
+        Request::builder()
+            .method(method)
+            .uri(uri)
+            .header(header::HOST, &self.host)
+            .header(header::AUTHORIZATION, format!("Bearer {token}"))
+    }
+
+    /// A new API token with `scope`.
+    pub fn token(&self, scope: Scope) -> String {
+        self.state.auth.create_token("test", scope).unwrap().1
+    }
+
+    /// A request from this console's own pages, in the owner's session: right Host, its
+    /// cookie, and the CSRF header on a change.
+    pub fn req(&self, method: &str, uri: &str) -> axum::http::request::Builder {
+        let b = self.req_bare(method, uri);
         if method == "GET" {
             b
         } else {
@@ -241,4 +274,112 @@ pub fn sample_bytes() -> Vec<u8> {
     b.extend_from_slice(b"connect to http://evil.example.com/payload and 10.1.2.3 now\0");
     b.extend(std::iter::repeat_n(b'A', 200));
     b
+}
+
+/// A real `maljan console` process (the binary, served by maljan-server's accept loop), on a
+/// free loopback port with its own data directory; killed when dropped.
+pub struct RunningConsole {
+    child: std::process::Child,
+    pub addr: String,
+    pub data: PathBuf,
+    /// The login URL it printed on stderr.
+    pub login_url: String,
+    /// Everything else it printed on stderr, as it comes.
+    pub stderr: std::sync::mpsc::Receiver<String>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for RunningConsole {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `maljan console` with `args` after `--listen`/`--config`, and waits for its login URL.
+pub fn spawn_console(args: &[&str]) -> RunningConsole {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!("[servers.echo]\ncommand = {:?}\n", echo_bin()),
+    )
+    .unwrap();
+    let data = dir.path().join("data");
+    let addr = format!("127.0.0.1:{}", maljan_testkit::free_port());
+    let mut child = std::process::Command::new(maljan_bin())
+        .args(["console", "--listen", &addr, "--config"])
+        .arg(&config)
+        .args(args)
+        .env("MALJAN_HOME", &data)
+        .env_remove("MALJAN_CONFIG")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start maljan console");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut seen = Vec::new();
+    let login_url = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                if let Some(at) = line.find("http://")
+                    && line.contains("/login?token=")
+                {
+                    break line[at..].trim().to_string();
+                }
+                seen.push(line);
+            }
+            Err(_) => panic!(
+                "maljan console printed no login URL; stderr:\n{}",
+                seen.join("\n")
+            ),
+        }
+    };
+    RunningConsole {
+        child,
+        addr,
+        data,
+        login_url,
+        stderr: rx,
+        _dir: dir,
+    }
+}
+
+impl RunningConsole {
+    /// Sends `request` (a whole HTTP/1.1 request) on a new connection and reads the answer's
+    /// head (status line and headers), within `within`.
+    pub fn exchange(&self, request: &str, within: std::time::Duration) -> String {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(&self.addr).unwrap();
+        stream.set_read_timeout(Some(within)).unwrap();
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            match stream.read(&mut byte) {
+                Ok(1) => head.push(byte[0]),
+                _ => break,
+            }
+        }
+        String::from_utf8_lossy(&head).into_owned()
+    }
+
+    /// The owner's login token (from the printed URL).
+    pub fn owner_token(&self) -> String {
+        self.login_url.split("token=").nth(1).unwrap().to_string()
+    }
 }
