@@ -8,8 +8,9 @@
 #                   programs of scripts/corpus/benign compiled with mingw-w64 and packed with
 #                   UPX, ELF programs from /usr/bin, PDF/Office documents, mails and archives.
 #   malicious-like  the C programs of scripts/corpus/malicious compiled with mingw-w64, UPX-packed,
-#                   and carried in a zip, a 7z, a mail, a PDF (/EmbeddedFile) and a Word document
-#                   (OLE Package); the EICAR test file bare and in each of those carriers.
+#                   and carried in a zip, a 7z, a mail, a PDF (/EmbeddedFile), a Word document
+#                   (OLE Package), an RTF document (OLE1 Package) and an HTML page (a base64
+#                   download); the EICAR test file bare and in each of those carriers.
 #   random          seeded random and compressed bytes, 1 KiB to 50 MiB.
 #
 # Everything comes from the package registries (Debian, PyPI, crates.io for the OLE writer) or is
@@ -24,7 +25,7 @@ CORPUS="${MALJAN_CORPUS:-$PEERS/corpus}"
 PY="$PEERS/venv/bin/python"
 # Bump when the corpus content changes (a source, a version, a generator): the stamp says which
 # build is in the folder.
-stamp="$CORPUS/.built-v3"
+stamp="$CORPUS/.built-v4"
 if [ "${1:-}" = "--force" ]; then rm -f "$stamp"; fi
 if [ -f "$stamp" ] && [ -f "$CORPUS/manifest.jsonl" ]; then
   echo "export MALJAN_CORPUS=\"$CORPUS\""

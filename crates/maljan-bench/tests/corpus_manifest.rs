@@ -93,7 +93,7 @@ fn manifest_is_well_formed_and_matches_the_files() {
         assert!(
             matches!(
                 e["container"].as_str(),
-                Some("none" | "zip" | "7z" | "tar.gz" | "mail" | "pdf" | "doc")
+                Some("none" | "zip" | "7z" | "tar.gz" | "mail" | "pdf" | "doc" | "rtf" | "html")
             ),
             "{path}: container {}",
             e["container"]
@@ -160,7 +160,7 @@ fn every_malicious_program_comes_bare_packed_and_in_every_carrier() {
         "{} malicious-like programs",
         claims.len()
     );
-    let carriers = ["zip", "7z", "mail", "pdf", "doc"];
+    let carriers = ["zip", "7z", "mail", "pdf", "doc", "rtf", "html"];
     for program in claims.keys().map(String::as_str).chain(["eicar"]) {
         let of: Vec<&Value> = entries
             .iter()

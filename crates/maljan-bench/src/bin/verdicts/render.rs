@@ -48,8 +48,10 @@ fn targets(out: &[Outcome]) -> Vec<Row> {
     let docs: Vec<&&Outcome> = mal
         .iter()
         .filter(|o| {
-            matches!(o.entry.container.as_str(), "mail" | "pdf" | "doc")
-                && o.entry.carries.as_deref() == Some("windows-program")
+            matches!(
+                o.entry.container.as_str(),
+                "mail" | "pdf" | "doc" | "rtf" | "html"
+            ) && o.entry.carries.as_deref() == Some("windows-program")
         })
         .collect();
     let packed: Vec<&&Outcome> = benign.iter().filter(|o| o.entry.packed).collect();
@@ -106,7 +108,7 @@ fn targets(out: &[Outcome]) -> Vec<Row> {
             met: c_flag == carriers.len(),
         },
         Row {
-            figure: "documents and mails carrying a Windows program: suspicious or worse",
+            figure: "documents, mails and pages carrying a Windows program: suspicious or worse",
             target: "100%",
             measured: format!("{} ({d_flag} of {})", pct(d_flag, docs.len()), docs.len()),
             met: d_flag == docs.len(),
@@ -217,8 +219,9 @@ pub fn markdown(r: &Run) -> String {
     let _ = writeln!(
         s,
         "\n\"Benign with a stated basis\" counts a benign verdict with at least one fact leaning benign. \
-         Containers are the malicious-like corpus's zip, 7z, mail, PDF and Word carriers (programs and \
-         EICAR); the documents row is its mail, PDF and Word carriers of a program. Scored IOCs: \
+         Containers are the malicious-like corpus's zip, 7z, mail, PDF, Word, RTF and HTML carriers \
+         (programs and EICAR); the documents row is its mail, PDF, Word, RTF and HTML carriers of a program \
+         (no help file: nothing here writes a CHM). Scored IOCs: \
          iocs_from_file's indicators marked `scored` (or confident), summed over the file and its children.\n"
     );
 
