@@ -34,6 +34,7 @@ pub mod report;
 pub mod run;
 pub mod tree;
 pub mod verdict;
+pub mod visible;
 
 pub use plan::{Plan, PlanError, Step};
 pub use render::Format;
@@ -41,5 +42,6 @@ pub use report::{Report, Status, StepReport, StepStatus};
 pub use run::{Progress, Quiet, TriageOptions, run_triage};
 pub use tree::{ChildReport, Recursion, RecursionLimits};
 pub use verdict::{Verdict, VerdictSource, VerdictWord};
+pub use visible::{visible, visible_multiline};
 #[cfg(feature = "terminal")]
 pub mod term;

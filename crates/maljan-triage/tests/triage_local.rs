@@ -157,7 +157,13 @@ async fn the_three_renderings_say_the_same_things() {
     let md = render::markdown(&r);
     assert!(md.starts_with("# Triage report: sample.exe"));
     assert!(md.contains(&r.sample.sha256));
-    assert!(md.contains("## 3. Format structure (pe_info)"));
+    // Read as CommonMark, each step is a heading holding its evidence anchor.
+    let sections = headings(&md);
+    let pe = sections
+        .iter()
+        .find(|(text, _)| text == "3. Format structure (pe_info)")
+        .unwrap_or_else(|| panic!("no pe_info heading: {sections:?}"));
+    assert_eq!(pe.1, format!("<a id=\"{}\"></a>", r.steps[2].evidence[0]));
     // Each evidence id has one anchor, at its step's section, where the verdict's claims link.
     for ev in r.evidence() {
         assert_eq!(
@@ -198,5 +204,50 @@ async fn the_three_renderings_say_the_same_things() {
     let mut evil = r.clone();
     evil.sample.name = "<img src=x onerror=alert(1)>.exe".into();
     assert!(!render::html(&evil).contains("<img"));
-    assert!(!render::markdown(&evil).contains("<img"));
+    let md = render::markdown(&evil);
+    let html_in_md: Vec<String> =
+        pulldown_cmark::Parser::new_ext(&md, pulldown_cmark::Options::ENABLE_TABLES)
+            .filter_map(|e| match e {
+                pulldown_cmark::Event::Html(h) | pulldown_cmark::Event::InlineHtml(h) => {
+                    Some(h.to_string())
+                }
+                _ => None,
+            })
+            .collect();
+    assert!(
+        html_in_md
+            .iter()
+            .all(|h| h.starts_with("<a id=\"ev_") || h == "</a>"),
+        "{html_in_md:?}"
+    );
+    assert_eq!(
+        headings(&md)[0].0,
+        "Triage report: <img src=x onerror=alert(1)>.exe"
+    );
+}
+
+/// Each heading of a Markdown document as a CommonMark reader sees it: its text, and the raw
+/// HTML inside it (the anchors).
+fn headings(md: &str) -> Vec<(String, String)> {
+    use pulldown_cmark::{Event, Parser, Tag, TagEnd};
+    let mut out = Vec::new();
+    let mut current: Option<(String, String)> = None;
+    for e in Parser::new(md) {
+        match e {
+            Event::Start(Tag::Heading { .. }) => current = Some(Default::default()),
+            Event::End(TagEnd::Heading(_)) => out.extend(current.take()),
+            Event::Text(t) | Event::Code(t) => {
+                if let Some(c) = current.as_mut() {
+                    c.0.push_str(&t)
+                }
+            }
+            Event::InlineHtml(h) => {
+                if let Some(c) = current.as_mut() {
+                    c.1.push_str(&h)
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }

@@ -218,13 +218,25 @@ fn a_hanging_server_degrades_the_run_exit_3_and_the_timeout_shows_once() {
                 .is_some_and(|r| !r.trim().is_empty())
     );
     assert!(md.contains("[DEGRADED RUN]"));
-    for section in [
-        "## 1. File type",
-        "## 3. Format structure (pe_info)",
-        "## 7. Indicators of compromise",
-        "## 10. work again",
+    // Each step is an ATX heading: `## `, its evidence anchors, its number and its title as
+    // Markdown text (punctuation escaped).
+    let md_text = maljan_triage::render::escape::md_text;
+    for (n, title) in [
+        (1, "File type"),
+        (3, "Format structure (pe_info)"),
+        (7, "Indicators of compromise"),
+        (10, "work again"),
     ] {
-        assert!(md.contains(section), "{section} missing");
+        let tail = format!("{n}. {}", md_text(title));
+        let heading = md
+            .lines()
+            .find(|l| l.starts_with("## ") && l.ends_with(&tail))
+            .unwrap_or_else(|| panic!("{tail} missing"));
+        let anchors = &heading[3..heading.len() - tail.len()];
+        assert!(
+            anchors.is_empty() || (anchors.starts_with("<a id=\"ev_") && anchors.ends_with("</a>")),
+            "{heading}"
+        );
     }
     assert!(md.contains(corpus::IPV4), "the indicators section is whole");
     assert!(String::from_utf8_lossy(&out.stderr).contains("2× timeout work"));

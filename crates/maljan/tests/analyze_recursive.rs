@@ -258,7 +258,15 @@ fn a_mail_with_a_zip_in_a_tar_gz_is_analysed_as_a_tree_and_the_ledger_links_it()
 
     // Markdown and HTML show the same tree, and anchor each child's evidence once.
     let md = report(&run, "md");
-    assert!(md.contains("## Contents: 4 child samples"), "{md}");
+    assert!(
+        md.lines()
+            .any(|l| l.starts_with("## <a id=\"ev_") && l.contains("</a>Contents: 4 child samples")),
+        "{md}"
+    );
+    // Each child has its own section, linked from the tree.
+    let exe_id = exe["id"].as_str().unwrap().replace('.', "-");
+    assert!(md.contains(&format!("](#child-{exe_id})")));
+    assert!(md.contains(&format!("## <a id=\"child-{exe_id}\"></a>")));
     assert!(md.contains("`invoice.pdf.exe`") && md.contains(&sha));
     let ev = exe["steps"][0]["evidence"][0].as_str().unwrap();
     assert_eq!(md.matches(&format!("<a id=\"{ev}\">")).count(), 1);

@@ -65,14 +65,16 @@ fn object(v: &Value, prefix: &str, out: &mut Vec<Block>, depth: usize) {
                 // A flat object (counts, a header) reads best as one line of pairs.
                 let line = m
                     .iter()
-                    .map(|(k, v)| format!("{k}: {}", scalar(v)))
+                    .map(|(k, v)| format!("{k}: {}", scalar_at(k, v)))
                     .collect::<Vec<_>>()
                     .join(", ");
                 fields.push((name, clip(&line, 600)));
             }
             Value::Object(_) if depth < 2 => nested.push((name, val)),
             Value::Array(_) => nested.push((name, val)),
-            other if is_scalar(other) => fields.push((name, clip(&scalar(other), MAX_CELL * 2))),
+            other if is_scalar(other) => {
+                fields.push((name, clip(&scalar_at(k, other), MAX_CELL * 2)))
+            }
             other => fields.push((name, clip(&other.to_string(), MAX_CELL))),
         }
     }
@@ -134,10 +136,13 @@ fn array(title: &str, items: &[Value], out: &mut Vec<Block>) {
                 .map(|c| match item.get(c) {
                     None | Some(Value::Null) => String::new(),
                     Some(Value::Array(a)) if a.iter().all(is_scalar) => clip(
-                        &a.iter().map(scalar).collect::<Vec<_>>().join(", "),
+                        &a.iter()
+                            .map(|v| scalar_at(c, v))
+                            .collect::<Vec<_>>()
+                            .join(", "),
                         MAX_CELL,
                     ),
-                    Some(v) if is_scalar(v) => clip(&scalar(v), MAX_CELL),
+                    Some(v) if is_scalar(v) => clip(&scalar_at(c, v), MAX_CELL),
                     Some(v) => clip(&v.to_string(), MAX_CELL),
                 })
                 .collect()
@@ -168,23 +173,48 @@ fn scalar(v: &Value) -> String {
     }
 }
 
-/// At most `max` characters, control characters made visible (strings come from hostile files).
+/// At most `max` characters, control characters and bidi overrides made visible (strings come
+/// from hostile files); line feeds and tabs stay for a text block.
 pub fn clip(s: &str, max: usize) -> String {
-    let mut out: String = s
-        .chars()
-        .take(max)
-        .map(|c| {
-            if c.is_control() && c != '\n' {
-                '\u{FFFD}'
-            } else {
-                c
-            }
-        })
-        .collect();
+    let head: String = s.chars().take(max).collect();
+    let mut out = crate::visible::visible_multiline(&head).into_owned();
     if s.chars().count() > max {
         out.push('…');
     }
     out
+}
+
+/// Whether a field holds an address (an entry point, an image base, a virtual address, a file
+/// offset): those read in hex, as every disassembler and PE tool shows them. Sizes and counts
+/// stay decimal.
+pub fn is_address(key: &str) -> bool {
+    let last = key.rsplit('.').next().unwrap_or(key);
+    matches!(
+        last,
+        "entry_point"
+            | "entry"
+            | "entrypoint"
+            | "image_base"
+            | "address"
+            | "addr"
+            | "vaddr"
+            | "vmaddr"
+            | "va"
+            | "rva"
+            | "offset"
+            | "fileoff"
+            | "base"
+    ) || ["_address", "_addr", "_va", "_rva", "_offset"]
+        .iter()
+        .any(|suffix| last.ends_with(suffix))
+}
+
+/// A scalar under `key`: an unsigned integer under an address key as `0x…`.
+fn scalar_at(key: &str, v: &Value) -> String {
+    match v.as_u64() {
+        Some(n) if is_address(key) => format!("{n:#x}"),
+        _ => scalar(v),
+    }
 }
 
 #[cfg(test)]
@@ -225,6 +255,33 @@ mod tests {
             (columns.clone(), rows.len(), *more),
             (vec!["offset".to_string(), "value".to_string()], MAX_ROWS, 5)
         );
-        assert_eq!(clip("a\u{7}b", 10), "a\u{FFFD}b");
+        assert_eq!(clip("a\u{7}b\u{202e}", 10), "a\\x07b\\u{202e}");
+    }
+
+    #[test]
+    fn addresses_read_in_hex_and_sizes_in_decimal() {
+        let b = blocks(
+            &json!({"entry_point": 4096, "image_base": 4194304u64, "size_of_image": 8192,
+            "sections": [{"name": ".text", "virtual_address": 4096, "raw_offset": 1024, "raw_size": 512}],
+            "header": {"entry": 16}}),
+        );
+        let Block::Fields(f) = &b[0] else {
+            panic!("{b:?}")
+        };
+        assert!(
+            f.contains(&("entry_point".into(), "0x1000".into())),
+            "{f:?}"
+        );
+        assert!(f.contains(&("image_base".into(), "0x400000".into())));
+        assert!(f.contains(&("size_of_image".into(), "8192".into())));
+        assert!(f.contains(&("header".into(), "entry: 0x10".into())));
+        let Block::Table { columns, rows, .. } = &b[1] else {
+            panic!("{b:?}")
+        };
+        assert_eq!(
+            columns,
+            &["name", "virtual_address", "raw_offset", "raw_size"]
+        );
+        assert_eq!(rows[0], [".text", "0x1000", "0x400", "512"]);
     }
 }

@@ -5,9 +5,12 @@ use std::fmt::Write;
 
 use super::{
     blocks::{Block, blocks},
+    escape::{anchor, html as e},
+    evidence::Evidence,
+    facts::{self, html_links},
     failure_where, human_size, ms,
 };
-use crate::report::{Report, Status, StepStatus, VerdictSource};
+use crate::report::{Report, Status, StepReport, StepStatus, VerdictSource};
 
 const CSS: &str = r#"
 :root{--bg:#f6f7f9;--card:#fff;--ink:#1d2330;--mute:#5f6b7a;--line:#e3e7ec;--ok:#1f8a4c;--warn:#b7791f;--bad:#c53030;--acc:#2b6cb0}
@@ -36,9 +39,12 @@ th{color:var(--mute);font-weight:600;font-size:.85em;text-transform:uppercase;le
 ul.items{columns:2;margin:4px 0 12px}.more{color:var(--mute);font-size:.85em}
 ul.tree{list-style:none;padding-left:18px;margin:4px 0}ul.tree li{margin:6px 0;border-left:2px solid var(--line);padding-left:8px}
 nav a{color:var(--acc);text-decoration:none;margin-right:12px;font-size:.9em}
+a.ev{color:var(--acc);text-decoration:none}.l-malicious{color:var(--bad)}.l-benign{color:var(--ok)}.l-neutral{color:var(--mute)}
+.child .step{border-top:1px solid var(--line);margin-top:12px;padding-top:8px}
 "#;
 
 pub fn html(r: &Report) -> String {
+    let mut ev = Evidence::of(r);
     let mut o = String::with_capacity(32 * 1024);
     let _ = write!(
         o,
@@ -69,7 +75,7 @@ pub fn html(r: &Report) -> String {
         banner
     );
 
-    verdict(&mut o, r);
+    verdict(&mut o, r, &ev);
 
     // Sample.
     o.push_str("<section class=\"card\"><h2>Sample</h2><div class=\"grid\">");
@@ -158,10 +164,7 @@ pub fn html(r: &Report) -> String {
                 e(&failure_where(f)),
                 e(&f.remediation),
                 e(&f.message),
-                f.evidence
-                    .iter()
-                    .map(|x| format!("<span class=\"ev\">{}</span>", e(x)))
-                    .collect::<String>()
+                html_links(&f.evidence, &ev)
             );
         }
         o.push_str("</table>");
@@ -187,6 +190,9 @@ pub fn html(r: &Report) -> String {
         o.push_str("</ul>");
     }
     o.push_str("</section>\n<nav>");
+    if r.recursion.is_some() {
+        o.push_str("<a href=\"#contents\">Contents</a>");
+    }
     for s in &r.steps {
         let _ = write!(
             o,
@@ -197,78 +203,95 @@ pub fn html(r: &Report) -> String {
         );
     }
     o.push_str("</nav>\n");
-    super::tree::html(&mut o, r, e);
-
+    super::tree::html(&mut o, r, &mut ev);
     for s in &r.steps {
-        let pill = match s.status {
-            StepStatus::Ok => "ok",
-            StepStatus::Failed => "failed",
-            StepStatus::Skipped => "skipped",
-            StepStatus::NotApplicable => "na",
-        };
-        let _ = write!(
-            o,
-            "<section class=\"card step\" id=\"step-{}\"><h2>{}. {} <span class=\"pill {pill}\">{}</span>{}</h2>",
-            s.index,
-            s.index,
-            e(&s.title),
-            s.status.as_str(),
-            s.evidence
-                .iter()
-                .map(|x| format!("<span class=\"ev\" id=\"{0}\">{0}</span>", e(x)))
-                .collect::<String>()
-        );
-        let _ = write!(
-            o,
-            "<div class=\"meta\">tool <code>{}</code>{} · {}</div>",
-            e(&s.tool),
-            s.server
-                .as_ref()
-                .map(|x| format!(" on {}", e(x)))
-                .unwrap_or_default(),
-            ms(s.duration_ms)
-        );
-        if let Some(er) = &s.error {
-            let _ = write!(
-                o,
-                "<div class=\"err\"><b><code>{}</code></b> {}<br>Remedy: {}</div>",
-                e(&er.code),
-                e(&er.message),
-                e(&er.remediation)
-            );
-        }
-        if let Some(reason) = &s.reason {
-            let _ = write!(o, "<div class=\"note\">{}", e(reason));
-            if let Some(rem) = &s.remediation {
-                let _ = write!(o, "<br>Remedy: {}", e(rem));
-            }
-            o.push_str("</div>");
-        }
-        if s.status == StepStatus::Ok
-            && let Some(answer) = &s.result
-        {
-            for b in blocks(answer) {
-                block(&mut o, &b);
-            }
-        }
-        o.push_str("</section>\n");
+        step(&mut o, s, "", &format!("step-{}", s.index), &mut ev);
     }
-    agent(&mut o, r);
+    super::tree::html_sections(&mut o, r, &mut ev);
+    agent(&mut o, r, &mut ev);
     o.push_str("</main></body></html>\n");
     o
 }
 
-fn links(ids: &[String]) -> String {
-    if ids.is_empty() {
-        return "<span class=\"more\">no evidence</span>".into();
+/// An evidence chip: a link to the call's anchor, and the anchor itself the first time.
+fn chip(id: &str, ev: &mut Evidence) -> String {
+    if !ev.exists(id) {
+        return format!("<span class=\"ev\">{}</span>", e(id));
     }
-    ids.iter()
-        .map(|id| format!("<a class=\"ev\" href=\"#{0}\">{0}</a>", e(id)))
-        .collect()
+    let here = if ev.place(id) {
+        format!(" id=\"{}\"", anchor(id))
+    } else {
+        String::new()
+    };
+    format!(
+        "<a class=\"ev\"{here} href=\"#{}\">{}</a>",
+        anchor(id),
+        e(id)
+    )
 }
 
-/// The verdict card: word, confidence, source, claims linked to their evidence, techniques.
-fn verdict(o: &mut String, r: &Report) {
+/// One step: a card for the sample's own steps, a block inside its card for a child's
+/// (`label` is then the child's id). Its evidence chips anchor its calls.
+pub(crate) fn step(o: &mut String, s: &StepReport, label: &str, id: &str, ev: &mut Evidence) {
+    let pill = match s.status {
+        StepStatus::Ok => "ok",
+        StepStatus::Failed => "failed",
+        StepStatus::Skipped => "skipped",
+        StepStatus::NotApplicable => "na",
+    };
+    let (open, h, close) = if label.is_empty() {
+        ("<section class=\"card step\"", "h2", "</section>\n")
+    } else {
+        ("<div class=\"step\"", "h3", "</div>")
+    };
+    let chips: String = s.evidence.iter().map(|x| chip(x, ev)).collect();
+    let _ = write!(
+        o,
+        "{open} id=\"{}\"><{h}>{label}{}. {} <span class=\"pill {pill}\">{}</span>{chips}</{h}>",
+        anchor(id),
+        s.index,
+        e(&s.title),
+        s.status.as_str(),
+    );
+    let _ = write!(
+        o,
+        "<div class=\"meta\">tool <code>{}</code>{} · {}</div>",
+        e(&s.tool),
+        s.server
+            .as_ref()
+            .map(|x| format!(" on {}", e(x)))
+            .unwrap_or_default(),
+        ms(s.duration_ms)
+    );
+    if let Some(er) = &s.error {
+        let _ = write!(
+            o,
+            "<div class=\"err\"><b><code>{}</code></b> {}<br>Remedy: {}</div>",
+            e(&er.code),
+            e(&er.message),
+            e(&er.remediation)
+        );
+    }
+    if let Some(reason) = &s.reason {
+        let _ = write!(o, "<div class=\"note\">{}", e(reason));
+        if let Some(rem) = &s.remediation {
+            let _ = write!(o, "<br>Remedy: {}", e(rem));
+        }
+        o.push_str("</div>");
+    }
+    if s.status == StepStatus::Ok
+        && let Some(answer) = &s.result
+    {
+        for b in blocks(answer) {
+            block(o, &b);
+        }
+    }
+    o.push_str(close);
+}
+
+/// The verdict card: word, confidence, source, the facts, claims linked to their evidence,
+/// techniques.
+fn verdict(o: &mut String, r: &Report, ev: &Evidence) {
     let Some(v) = &r.verdict else { return };
     let _ = write!(
         o,
@@ -283,12 +306,19 @@ fn verdict(o: &mut String, r: &Report) {
     let by = match (&v.source, &v.model) {
         (VerdictSource::Agent, Some(m)) => format!("the judge model <code>{}</code>", e(m)),
         (VerdictSource::Agent, None) => "the judge model".into(),
-        (VerdictSource::Heuristic, _) => "the deterministic scoring of the triage findings".into(),
+        (VerdictSource::Heuristic, _) => "the deterministic scoring of the facts".into(),
     };
     let _ = write!(
         o,
-        "<div class=\"meta\">source <b>{}</b> — {by}</div>",
-        v.source.as_str()
+        "<div class=\"meta\">source <b>{}</b> — {by}{}</div>",
+        v.source.as_str(),
+        v.disagreement
+            .as_ref()
+            .map(|d| format!(
+                " · the facts alone: <b class=\"v-{0}\">{0}</b>",
+                d.facts_verdict.as_str()
+            ))
+            .unwrap_or_default()
     );
     if let Some(d) = &v.degradation {
         let _ = write!(o, "<div class=\"note\">{}</div>", e(d));
@@ -296,10 +326,12 @@ fn verdict(o: &mut String, r: &Report) {
     if !v.summary.is_empty() {
         let _ = write!(o, "<p>{}</p>", e(&v.summary));
     }
+    o.push_str("<h3>Facts</h3>");
+    facts::html(o, v, ev);
     if !v.claims.is_empty() {
-        o.push_str("<ul>");
+        o.push_str("<h3>Claims</h3><ul>");
         for c in &v.claims {
-            let _ = write!(o, "<li>{} {}</li>", e(&c.text), links(&c.evidence));
+            let _ = write!(o, "<li>{} {}</li>", e(&c.text), html_links(&c.evidence, ev));
         }
         o.push_str("</ul>");
     }
@@ -311,7 +343,7 @@ fn verdict(o: &mut String, r: &Report) {
                 "<tr><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
                 e(&t.id),
                 e(&t.name),
-                links(&t.evidence)
+                html_links(&t.evidence, ev)
             );
         }
         o.push_str("</table>");
@@ -320,7 +352,7 @@ fn verdict(o: &mut String, r: &Report) {
 }
 
 /// The agent stages, tokens, withheld tools and the conversation (each tool result collapsible).
-fn agent(o: &mut String, r: &Report) {
+fn agent(o: &mut String, r: &Report, ev: &mut Evidence) {
     let Some(a) = &r.agent else { return };
     let _ = write!(
         o,
@@ -377,20 +409,15 @@ fn agent(o: &mut String, r: &Report) {
         o.push_str("</ul>");
     }
     o.push_str("<h2>Conversation</h2>");
-    // A repeat answered from the ledger carries the earlier call's id: one anchor per id.
-    // (The triage steps anchored theirs already.)
-    let mut anchored: std::collections::HashSet<&str> = r
-        .steps
-        .iter()
-        .flat_map(|s| s.evidence.iter().map(String::as_str))
-        .collect();
+    // A repeat answered from the ledger carries the earlier call's id: one anchor per id
+    // (a triage step may have placed it already).
     for t in &a.conversation {
         if t.role == "tool" {
             let id = t
                 .evidence
-                .as_ref()
-                .filter(|ev| anchored.insert(ev.as_str()))
-                .map(|ev| format!(" id=\"{}\"", e(ev)))
+                .as_deref()
+                .filter(|id| ev.place(id))
+                .map(|id| format!(" id=\"{}\"", anchor(id)))
                 .unwrap_or_default();
             let _ = write!(
                 o,
@@ -399,7 +426,7 @@ fn agent(o: &mut String, r: &Report) {
                 e(t.tool.as_deref().unwrap_or("")),
                 t.evidence
                     .as_ref()
-                    .map(|ev| format!("<span class=\"ev\">{}</span>", e(ev)))
+                    .map(|id| html_links(std::slice::from_ref(id), ev))
                     .unwrap_or_default()
             );
             for n in &t.notes {
@@ -496,20 +523,4 @@ fn block(o: &mut String, b: &Block) {
             let _ = write!(o, "<pre class=\"mono\">{}</pre>", e(t));
         }
     }
-}
-
-/// HTML-escapes text (element content and double-quoted attributes).
-fn e(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }

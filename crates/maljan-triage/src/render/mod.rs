@@ -2,6 +2,9 @@
 //! all from the same [`Report`].
 
 pub mod blocks;
+pub mod escape;
+mod evidence;
+mod facts;
 mod html;
 mod markdown;
 mod stix;
@@ -9,6 +12,7 @@ mod tree;
 
 use crate::report::{Failure, Report};
 
+pub use facts::ordered as ordered_facts;
 pub use html::html;
 pub use markdown::markdown;
 pub use stix::{iocs_csv, stix};
