@@ -25,7 +25,8 @@
 //!   names preceded by a dot (`.data.rel.ro`) or followed by `(` are identifiers.
 //! - **Versions are not addresses.** A dotted quad preceded by a version word (`version`, `ver`,
 //!   `v`, `build`, `release`, `FileVersion`, …), inside a longer dotted run (`1.2.3.4.5`), in a
-//!   version resource, or ending in `.0` (a network address, as in `6.0.0.0`) is a version string;
+//!   version resource, the whole string argument of a .NET custom attribute
+//!   (`AssemblyFileVersion`), or ending in `.0` (a network address, as in `6.0.0.0`) is a version string;
 //!   private, loopback, link-local, multicast, documentation and reserved addresses are context.
 //! - **Defanged** indicators (`hxxp`, `[.]`, `(.)`, `[:]`, `[@]`) were written by someone on
 //!   purpose: they are high confidence once the rules above pass.
@@ -192,11 +193,13 @@ impl<'t> Around<'t> {
 }
 
 /// A dotted-quad's judgement.
-pub fn ipv4(value: &str, raw: &str, around: &Around<'_>, in_version_run: bool) -> Judgement {
+/// A dotted-quad's judgement; `version_field` when the string holding it is a version field by
+/// its place in the file (a .NET custom attribute's string argument).
+pub fn ipv4(value: &str, raw: &str, around: &Around<'_>, version_field: bool) -> Judgement {
     let Ok(ip) = value.parse::<Ipv4Addr>() else {
         return context(VERSION_STRING);
     };
-    if in_version_run || around.version_before() || ip.octets()[3] == 0 {
+    if version_field || around.version_before() || ip.octets()[3] == 0 {
         return context(VERSION_STRING);
     }
     if !global_v4(ip) {

@@ -43,6 +43,11 @@ impl<'a> FileFacts<'a> {
         facts
     }
 
+    /// The file's bytes.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
     fn clamp(&self, start: u64, len: u64) -> Option<Range<u64>> {
         let n = self.bytes.len() as u64;
         (start < n && len > 0).then(|| start..start.saturating_add(len).min(n))

@@ -171,6 +171,26 @@ impl Origin<'_> {
             }
         }
     }
+
+    /// Whether the string holding text position `at` is a .NET custom attribute's string
+    /// argument (the blob prolog 01 00, then the string's length): where assemblies keep
+    /// `AssemblyFileVersion("2.1.5.3")` and the like.
+    fn attribute_string(&self, at: usize) -> bool {
+        let Origin::File { runs, facts } = self else {
+            return false;
+        };
+        let i = runs
+            .partition_point(|r| r.text_start <= at)
+            .saturating_sub(1);
+        runs.get(i).is_some_and(|r| {
+            !r.wide
+                && r.len < 0x80
+                && (r.offset as usize)
+                    .checked_sub(3)
+                    .and_then(|from| facts.bytes().get(from..r.offset as usize))
+                    == Some(&[0x01, 0x00, r.len as u8][..])
+        })
+    }
 }
 
 /// Collects indicators, one per (kind, value), keeping the best-judged occurrence.
@@ -338,7 +358,7 @@ fn extract_in(text: &str, kinds: &[&str], origin: &Origin<'_>) -> Vec<Indicator>
                     let raw = m.as_str();
                     let value = refang(raw);
                     let (offset, j) = judge(m.start(), m.end(), &|a| {
-                        ioc_judge::ipv4(&value, raw, a, false)
+                        ioc_judge::ipv4(&value, raw, a, origin.attribute_string(m.start()))
                     });
                     found.add(kind, raw, value.clone(), offset, j);
                 }

@@ -222,6 +222,16 @@ fn version_strings_are_not_addresses() {
         let found = iocs::extract(text, &["ipv4"]);
         assert!(scored(&found).is_empty(), "{text}: {found:#?}");
     }
+    // A .NET assembly's AssemblyFileVersion("2.1.5.3"): a custom attribute blob, prolog 01 00
+    // and the string's length.
+    let mut blob = vec![0u8; 64];
+    blob.extend([0x01, 0x00, 7]);
+    blob.extend(b"2.1.5.3\0\0");
+    blob.extend([0u8; 64]);
+    let found = from_file(&blob);
+    let ip = found.iter().find(|i| i.kind == "ipv4").unwrap();
+    assert!(!ip.scored(), "{ip:?}");
+
     let found = iocs::extract("relay 185.220.101.45:8443", &["ipv4"]);
     assert_eq!(scored(&found).len(), 1);
 }
