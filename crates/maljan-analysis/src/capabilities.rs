@@ -112,6 +112,18 @@ pub fn capabilities(b: &[u8], budget: &Budget) -> Result<Vec<CapabilityFinding>,
                 });
             }
         }
+        let rwx = crate::capabilities_code::rwx_memory(b, budget)?;
+        if !rwx.is_empty() {
+            // A description: shellcode loaders do it, and so do JIT compilers.
+            out.push(CapabilityFinding {
+                name: "make memory writable and executable (RWX)".into(),
+                technique: "T1620".into(),
+                technique_name: "Reflective Code Loading".into(),
+                tactic: "defense-evasion".into(),
+                discriminating: false,
+                evidence: rwx,
+            });
+        }
         let hooks = crate::capabilities_code::keyboard_hooks(b, budget)?;
         if !hooks.is_empty() {
             out.push(CapabilityFinding {

@@ -3,8 +3,9 @@
 //! call with idHook 13 (WH_KEYBOARD_LL) is how a keylogger listens to every key. This finds the
 //! instructions that reach the function's import slot (x64 `call/mov [rip+disp32]`, x86
 //! `call/mov [abs32]`, and a jump thunk's callers) and looks just before each for the constant
-//! the first argument is set from (`mov ecx, 13`; `push 13`; `mov dword [esp], 13`). A static
-//! look, not a disassembly: it sees the usual compiler output of MSVC and mingw-w64.
+//! the first argument is set from (`mov ecx, 13`; `push 13`; `mov dword [esp], 13`). The same
+//! look finds VirtualAlloc / VirtualProtect asked for PAGE_EXECUTE_READWRITE (a description: JITs
+//! do it too). A static look, not a disassembly: it sees the usual output of MSVC and mingw-w64.
 
 use goblin::pe::PE;
 use maljan_server::ToolError;
@@ -119,7 +120,7 @@ fn references(
     slot: u32,
     budget: &Budget,
 ) -> Result<Vec<(usize, usize)>, ToolError> {
-    let image_base = pe.image_base as u64;
+    let image_base = pe.image_base;
     let mut out = Vec::new();
     for (si, (_, rva, data)) in sections.iter().enumerate() {
         budget.scan(data.len(), "the code search")?;
@@ -140,15 +141,62 @@ fn references(
     Ok(out)
 }
 
+/// PAGE_EXECUTE_READWRITE (0x40) as VirtualAlloc's 4th or VirtualProtect's 3rd argument: x64
+/// `mov r9d, 0x40` / `mov r8d, 0x40`, x86 `push 0x40` and gcc's `mov dword [esp+12|8], 0x40`.
+const RWX: &[&[u8]] = &[
+    &[0x41, 0xB9, 0x40, 0, 0, 0],
+    &[0x41, 0xB8, 0x40, 0, 0, 0],
+    &[0x6A, 0x40],
+    &[0xC7, 0x44, 0x24, 0x0C, 0x40, 0, 0, 0],
+    &[0xC7, 0x44, 0x24, 0x08, 0x40, 0, 0, 0],
+];
+
 /// Calls of SetWindowsHookEx with idHook WH_KEYBOARD_LL (13), each as evidence.
 pub fn keyboard_hooks(b: &[u8], budget: &Budget) -> Result<Vec<Evidence>, ToolError> {
+    calls_with(
+        b,
+        budget,
+        &["SetWindowsHookEx"],
+        KEYBOARD_LL,
+        "idHook 13 (WH_KEYBOARD_LL)",
+    )
+}
+
+/// Calls of VirtualAlloc / VirtualProtect(Ex) asking for writable and executable memory.
+pub fn rwx_memory(b: &[u8], budget: &Budget) -> Result<Vec<Evidence>, ToolError> {
+    calls_with(
+        b,
+        budget,
+        &[
+            "VirtualAlloc",
+            "VirtualAllocEx",
+            "VirtualProtect",
+            "VirtualProtectEx",
+        ],
+        RWX,
+        "PAGE_EXECUTE_READWRITE",
+    )
+}
+
+/// Calls of the imports named `names` (+ A/W) with one of `constants` set just before, as
+/// evidence naming `what`.
+fn calls_with(
+    b: &[u8],
+    budget: &Budget,
+    names: &[&str],
+    constants: &[&[u8]],
+    what: &str,
+) -> Result<Vec<Evidence>, ToolError> {
     if !b.starts_with(b"MZ") {
         return Ok(Vec::new());
     }
     let Ok(pe) = crate::pe::parse(b) else {
         return Ok(Vec::new());
     };
-    let slots = import_slots(b, &pe, "SetWindowsHookEx", budget)?;
+    let mut slots = Vec::new();
+    for name in names {
+        slots.extend(import_slots(b, &pe, name, budget)?);
+    }
     if slots.is_empty() {
         return Ok(Vec::new());
     }
@@ -177,13 +225,13 @@ pub fn keyboard_hooks(b: &[u8], budget: &Budget) -> Result<Vec<Evidence>, ToolEr
         for (si, p) in sites {
             let (offset, _, data) = sections[si];
             let window = &data[p.saturating_sub(LOOK_BACK)..p];
-            if KEYBOARD_LL
+            if constants
                 .iter()
                 .any(|pat| memchr::memmem::find(window, pat).is_some())
             {
                 out.push(Evidence {
                     kind: "code".into(),
-                    detail: format!("call to {func} with idHook 13 (WH_KEYBOARD_LL)"),
+                    detail: format!("call to {func} with {what}"),
                     offset: Some((offset + p) as u64),
                 });
                 break;

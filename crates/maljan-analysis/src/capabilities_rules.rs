@@ -474,6 +474,33 @@ pub(super) const RULES: &[Rule] = &[
         )],
     ),
     accuse(
+        "encrypt files and leave a ransom note",
+        "T1486",
+        "Data Encrypted for Impact",
+        "impact",
+        &[
+            (
+                1,
+                &[
+                    NoCase("your files have been encrypted"),
+                    NoCase("your files are encrypted"),
+                    NoCase("files have been locked"),
+                    NoCase("to decrypt your files"),
+                    NoCase("to recover your files"),
+                ],
+            ),
+            (
+                1,
+                &[
+                    Api("CryptEncrypt"),
+                    Api("BCryptEncrypt"),
+                    Api("EVP_EncryptUpdate"),
+                    Api("EVP_CipherUpdate"),
+                ],
+            ),
+        ],
+    ),
+    accuse(
         "delete shadow copies or disable recovery",
         "T1490",
         "Inhibit System Recovery",

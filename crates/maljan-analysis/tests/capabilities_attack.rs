@@ -312,3 +312,40 @@ fn a_scheduled_task_created_from_the_command_line_accuses_the_word_alone_does_no
     );
     assert!(!accusing(&caps(&b)).contains(&"T1053.005"));
 }
+
+#[test]
+fn rwx_memory_is_described_a_ransom_note_with_encryption_accuses() {
+    // push 0x40 (PAGE_EXECUTE_READWRITE); push 0x3000; push 16; push 0; call [VirtualAlloc]
+    let funcs: &[&str] = &["VirtualAlloc", "CreateThread"];
+    let mut code = vec![
+        0x6A, 0x40, 0x68, 0x00, 0x30, 0x00, 0x00, 0x6A, 0x10, 0x6A, 0x00,
+    ];
+    code.extend_from_slice(&[0xFF, 0x15]);
+    code.extend_from_slice(&(0x40_0000u32 + 0x2000 + 40 + 4 * 3).to_le_bytes());
+    code.push(0xC3);
+    let b = pe32(
+        vec![sec(b".text", code, CODE)],
+        0,
+        0,
+        &[("KERNEL32.dll", funcs)],
+        &[],
+    );
+    let c = caps(&b);
+    let rwx = technique(&c, "T1620");
+    assert!(!rwx.discriminating, "JITs do it too");
+    assert!(
+        rwx.evidence[0].detail.contains("PAGE_EXECUTE_READWRITE"),
+        "{rwx:#?}"
+    );
+
+    let mut text = vec![0xC3];
+    text.extend_from_slice(b"All your files have been encrypted!\r\nSend 0.05 BTC\0");
+    let b = pe32(
+        vec![sec(b".text", text, CODE)],
+        0,
+        0,
+        &[("ADVAPI32.dll", &["CryptAcquireContextA", "CryptEncrypt"])],
+        &[],
+    );
+    assert!(accusing(&caps(&b)).contains(&"T1486"));
+}
