@@ -17,6 +17,7 @@
 //! | `credential_access` | reads a credential store or dumps LSASS | malicious | 3 | yes | code_capabilities (T1003.001, T1555) |
 //! | `download_execute` | downloads a file and runs it | malicious | 3 | yes | code_capabilities (T1105 with an exec API); yara API_Download_Execute, Downloader_PowerShell_Cradle |
 //! | `inhibit_recovery` | deletes shadow copies or disables recovery | malicious | 3 | yes | code_capabilities (T1490) |
+//! | `encrypts_for_ransom` | encrypts files and leaves a ransom note | malicious | 3 | yes | code_capabilities (T1486: a ransom note's words with an encryption API) |
 //! | `anti_analysis` | checks deliberately for a debugger, a VM or a sandbox | malicious | 2 | yes | code_capabilities (T1622, T1497.001, discriminating) |
 //! | `auto_exec_macro` | runs macros or actions when the document opens | malicious | 3 | yes | document_info (auto_exec); yara Dropper_Office_Macro_Autoexec |
 //! | `carries_executable` | carries an executable program — in a document, mail or help file | malicious | 3 | yes | extract_members (a pe/elf/macho/msi child); yara Dropper_Embedded_PE |
@@ -36,7 +37,8 @@
 //! | `identified_as` | identified as a known file kind, compiler or tool | neutral | 0 | no | yara identification rules, detect_packer (compiler) |
 //! | `format_note` | structural notes every build tool leaves (zeroed timestamp, overlay) | neutral | 0 | no | pe_info |
 //! | `installer_layout` | a known installer's layout (NSIS, Inno Setup) | benign | 2 | no | detect_packer (installer), yara Installer_* |
-//! | `runtime_typical_imports` | an ordinary import table (≥ 20 functions, nothing discriminating) | benign | 1 | no | pe_info, elf_info |
+//! | `runtime_typical_imports` | an ordinary import table: ≥ 20 functions, and nothing described beyond what the C runtime does (T1129, T1083, T1082, T1622) | benign | 1 | no | pe_info, elf_info, code_capabilities |
+//! | `inert_content` | plain text: no script, macro or executable content | benign | 1 | no | identify_file / extract_members (kind `text`) |
 //! | `no_active_content` | a document without macros, scripts, actions or embedded files | benign | 1 | no | document_info |
 //! | `members_benign` | every child sample is benign | benign | 1 | no | the children's verdicts |
 
@@ -87,6 +89,7 @@ pub const TABLE: &[FactDef] = &[
     def("credential_access", "reads a credential store or dumps LSASS", M, 3, true, "code_capabilities T1003.001, T1555"),
     def("download_execute", "downloads a file and runs it", M, 3, true, "code_capabilities T1105; yara API_Download_Execute, Downloader_PowerShell_Cradle"),
     def("inhibit_recovery", "deletes shadow copies or disables recovery", M, 3, true, "code_capabilities T1490"),
+    def("encrypts_for_ransom", "encrypts files and leaves a ransom note", M, 3, true, "code_capabilities T1486"),
     def("anti_analysis", "checks deliberately for a debugger, a VM or a sandbox", M, 2, true, "code_capabilities T1622, T1497.001"),
     def("auto_exec_macro", "runs macros or actions when the document opens", M, 3, true, "document_info; yara Dropper_Office_Macro_Autoexec"),
     def("carries_executable", "carries an executable program", M, 3, true, "extract_members; yara Dropper_Embedded_PE"),
@@ -104,7 +107,8 @@ pub const TABLE: &[FactDef] = &[
     def("identified_as", "identified as a known kind, compiler or tool", N, 0, false, "yara identification rules, detect_packer"),
     def("format_note", "structural notes ordinary builds leave", N, 0, false, "pe_info"),
     def("installer_layout", "the layout of a known installer", B, 2, false, "detect_packer, yara Installer_*"),
-    def("runtime_typical_imports", "an ordinary import table, nothing discriminating", B, 1, false, "pe_info, elf_info"),
+    def("runtime_typical_imports", "an ordinary import table, nothing beyond what the C runtime does", B, 1, false, "pe_info, elf_info, code_capabilities"),
+    def("inert_content", "plain text, no script, macro or executable content", B, 1, false, "identify_file, extract_members"),
     def("no_active_content", "a document without macros, scripts, actions or embedded files", B, 1, false, "document_info"),
     def("members_benign", "every child sample is benign", B, 1, false, "the children's verdicts"),
 ];
@@ -276,6 +280,7 @@ pub fn technique_fact(technique: &str) -> Option<&'static str> {
         ("T1003" | "T1555" | "T1552", _) => "credential_access",
         ("T1105", _) => "download_execute",
         ("T1490", _) => "inhibit_recovery",
+        ("T1486", _) => "encrypts_for_ransom",
         ("T1622" | "T1497", _) => "anti_analysis",
         _ => return None,
     })

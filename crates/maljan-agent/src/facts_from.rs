@@ -290,9 +290,23 @@ pub fn iocs(steps: &[StepReport], facts: &mut Facts) {
     }
 }
 
+/// What the C runtime's start-up and an ordinary program's imports show: resolving API at run
+/// time, enumerating files, reading the system's version, the CRT's debugger check.
+const RUNTIME_TYPICAL: &[&str] = &["T1129", "T1083", "T1082", "T1622"];
+
 /// An ordinary program's import table: many functions from several libraries (a packer's stub
-/// imports a handful), nothing discriminating among them.
+/// imports a handful), and nothing described beyond what the C runtime does (a program that
+/// encrypts, captures, starts processes or makes memory executable has no such basis, even when
+/// nothing accuses it).
 pub fn ordinary_imports(steps: &[StepReport], facts: &mut Facts) {
+    let beyond_runtime = ok(steps, "code_capabilities").is_some_and(|s| {
+        list(s.result.as_ref(), "capabilities")
+            .iter()
+            .any(|c| !RUNTIME_TYPICAL.contains(&text(c, "technique")))
+    });
+    if beyond_runtime {
+        return;
+    }
     if let Some(step) = ok(steps, "pe_info")
         && let Some(r) = &step.result
     {
@@ -306,7 +320,7 @@ pub fn ordinary_imports(steps: &[StepReport], facts: &mut Facts) {
             facts.add(
                 "runtime_typical_imports",
                 format!(
-                    "pe_info: {count} imports from {} libraries ({}), nothing discriminating",
+                    "pe_info: {count} imports from {} libraries ({}), nothing beyond the C runtime's",
                     dlls.len(),
                     dlls.iter().take(6).copied().collect::<Vec<_>>().join(", ")
                 ),
@@ -326,7 +340,7 @@ pub fn ordinary_imports(steps: &[StepReport], facts: &mut Facts) {
             facts.add(
                 "runtime_typical_imports",
                 format!(
-                    "elf_info: {count} imported symbols from {}, nothing discriminating",
+                    "elf_info: {count} imported symbols from {}, nothing beyond the C runtime's",
                     needed.join(", ")
                 ),
                 &step.evidence,

@@ -54,6 +54,8 @@ struct Findings<'a> {
     children: &'a [ChildReport],
     /// identify_file's kind of this sample (what carries its children).
     kind: Option<&'a str>,
+    /// The calls that found this sample (extract_members for a child; empty for the job's).
+    found_by: &'a [String],
     /// Extraction limits met while opening this sample: (limit, member, evidence).
     limits: Vec<(String, Option<String>, Vec<String>)>,
     is_child: bool,
@@ -74,6 +76,7 @@ pub fn verdict(report: &Report, ledger_ids: &BTreeSet<String>) -> Verdict {
             steps: &report.steps,
             children: &children,
             kind,
+            found_by: &[],
             limits: limits_of(report, &report.sample.sha256),
             is_child: false,
         },
@@ -99,6 +102,7 @@ fn fill(children: &mut [ChildReport], report: &Report, ledger_ids: &BTreeSet<Str
                 steps: &c.steps,
                 children: &c.children,
                 kind: Some(c.kind.as_str()),
+                found_by: &c.extracted_by,
                 limits: limits_of(report, &c.sha256),
                 is_child: true,
             },
@@ -161,6 +165,14 @@ fn judge(f: &Findings, ledger_ids: &BTreeSet<String>) -> Verdict {
     // and the program is not packed (a stub's imports say nothing of the program inside).
     if !facts.has("packed") && !facts.list.iter().any(|x| x.leaning == Leaning::Malicious) {
         crate::facts_from::ordinary_imports(f.steps, &mut facts);
+    }
+    // Plain text (not a script, HTML or XML: identify_file names those apart) carries nothing
+    // that runs.
+    if f.kind == Some("text") {
+        let evidence = ok(f.steps, "identify_file")
+            .map(|s| s.evidence.clone())
+            .unwrap_or_else(|| f.found_by.to_vec());
+        facts.add("inert_content", "identify_file: plain text", &evidence);
     }
     techniques
         .retain(|t| !t.evidence.is_empty() && t.evidence.iter().all(|e| ledger_ids.contains(e)));

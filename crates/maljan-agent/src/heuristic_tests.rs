@@ -151,7 +151,7 @@ fn crt_style_imports_are_described_not_scored_and_the_program_can_be_benign() {
                 cap("T1129", "resolve API at run time", false),
                 cap("T1083", "enumerate files", false),
                 cap("T1622", "detect a debugger", false),
-                cap("T1095", "talk over a raw socket", false),
+                cap("T1082", "gather system information", false),
             ],
         ),
         pe_info("ev_0011", 84, json!(["COFF timestamp is zero"])),
@@ -170,6 +170,23 @@ fn crt_style_imports_are_described_not_scored_and_the_program_can_be_benign() {
     let mut thin = r.clone();
     thin.steps.retain(|s| s.tool != "strings");
     assert_eq!(verdict(&thin, &ids()).verdict, VerdictWord::Unknown);
+    // A program that does more than the C runtime (encrypts, makes memory executable, talks over
+    // a socket) is not accused for it, but its imports are no basis for benign either.
+    for more in ["T1027", "T1620", "T1095"] {
+        let r = report(thick(vec![
+            caps(
+                "ev_0010",
+                vec![cap("T1129", "resolve", false), cap(more, "x", false)],
+            ),
+            pe_info("ev_0011", 84, json!([])),
+        ]));
+        let v = verdict(&r, &ids());
+        assert_eq!(v.verdict, VerdictWord::Unknown, "{more}: {}", v.summary);
+        assert!(
+            v.facts.iter().all(|f| f.id != "runtime_typical_imports"),
+            "{more}"
+        );
+    }
 }
 
 #[test]
@@ -246,6 +263,7 @@ fn injection_and_persistence_are_malicious_each_alone_suspicious() {
         ("T1555", "credential_access"),
         ("T1105", "download_execute"),
         ("T1490", "inhibit_recovery"),
+        ("T1486", "encrypts_for_ransom"),
         ("T1622", "anti_analysis"),
         ("T1497.001", "anti_analysis"),
     ] {
@@ -509,4 +527,35 @@ fn claims_are_the_facts_one_each() {
     }
     // The strong fact comes first.
     assert_eq!(v.facts[0].id, "process_injection");
+}
+
+#[test]
+fn plain_text_is_inert_and_with_every_check_benign() {
+    let steps = vec![
+        step("identify_file", "ev_0001", json!({"kind": "text"})),
+        step("strings", "ev_0002", json!({})),
+        step("iocs_from_file", "ev_0003", json!({"counts": {}})),
+        yara("ev_0004", json!([])),
+    ];
+    // No format tool answers for text: the sample itself stays unknown, its basis stated.
+    let v = verdict(&report_of("text", steps, vec![], vec![]), &ids());
+    assert_eq!(fact(&v, "inert_content").leaning, Leaning::Benign);
+    // As a member (iocs and a YARA scan answered) it is benign, and an archive of such is too.
+    let readme = child(
+        "1",
+        "README.txt",
+        "text",
+        "zip",
+        vec![
+            step("iocs_from_file", "ev_0005", json!({"counts": {}})),
+            yara("ev_0006", json!([])),
+        ],
+    );
+    let mut r = report_of("zip", vec![], vec![readme], vec![]);
+    fill_children(&mut r, &ids());
+    let v = r.children[0].verdict.as_ref().unwrap();
+    assert_eq!(v.verdict, VerdictWord::Benign, "{}", v.summary);
+    assert_eq!(fact(v, "inert_content").evidence, ["ev_0100"]);
+    let v = verdict(&r, &ids());
+    assert_eq!(fact(&v, "members_benign").leaning, Leaning::Benign);
 }

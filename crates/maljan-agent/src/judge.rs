@@ -261,6 +261,9 @@ fn extract_object(text: &str) -> Option<&str> {
 
 /// The judge stage: the model, no tools, answering the JSON object; asked once more with the
 /// exact fault when the answer is refused.
+// The stage's inputs are the run's (job, options, models, ledger) and the three texts it reads
+// (brief, notes, facts): one more than clippy's default, each distinct.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn judge_stage(
     job: &Arc<Job>,
     opts: &AgentOptions,
