@@ -170,7 +170,7 @@ pub fn markdown(r: &Run) -> String {
     let _ = writeln!(
         s,
         "To run it again: `eval \"$(scripts/peers.sh)\"` (builds the corpora once), `cargo build -p maljan`, \
-         `cargo run -p maljan-bench --bin verdicts -- --capa 20` (options in the binary's header).\n"
+         `cargo run -p maljan-bench --bin verdicts -- --capa 28` (options in the binary's header).\n"
     );
     let _ = writeln!(s, "- measured commit: {}", r.commit);
     let _ = writeln!(s, "- maljan binary: `{}`", r.maljan.display());
