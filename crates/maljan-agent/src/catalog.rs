@@ -24,7 +24,6 @@ pub const BUILTIN_ANALYSIS: &str = "maljan-analysis";
 pub const BUILTIN_FILES: &str = "maljan-files";
 
 /// Argument names that hold the sample's path, in the order they are looked for.
-const SAMPLE_PARAMS: &[&str] = &["path", "file_path", "sample", "sample_path"];
 
 /// One tool the model may call.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -60,10 +59,9 @@ impl Catalog {
         let mut withheld = Vec::new();
         for src in sources {
             let name = src.view.server_name.as_deref().unwrap_or("");
-            let pin = src
-                .config
-                .and_then(|c| c.pin_sample)
-                .unwrap_or(name == BUILTIN_ANALYSIS);
+            let pinned = src.config.and_then(|c| c.pin_sample.as_ref());
+            let pin = pinned.map_or(name == BUILTIN_ANALYSIS, |p| p.is_on());
+            let named = pinned.and_then(|p| p.param());
             let destructive_ok = src.config.is_some_and(|c| c.offer_destructive);
             for t in &src.view.tools {
                 let withhold = |reason: String| WithheldTool {
@@ -94,7 +92,7 @@ impl Catalog {
                 }
                 let mut parameters = t.input_schema.clone();
                 let pinned_param = if pin {
-                    remove_sample_param(&mut parameters)
+                    remove_sample_param(&mut parameters, named)
                 } else {
                     None
                 };
@@ -140,15 +138,15 @@ impl Catalog {
     }
 }
 
-/// Drops the sample-path property (and its `required` entry); returns its name.
-fn remove_sample_param(schema: &mut Value) -> Option<String> {
-    let props = schema.get_mut("properties")?.as_object_mut()?;
-    let name = SAMPLE_PARAMS.iter().find(|p| props.contains_key(**p))?;
-    props.remove(*name);
+/// Drops the sample property (`maljan_client::sample_param`: declared by the schema, or
+/// `named` by the config) and its `required` entry; returns its name.
+fn remove_sample_param(schema: &mut Value, named: Option<&str>) -> Option<String> {
+    let name = maljan_client::sample_param(schema, named)?.to_string();
+    schema.get_mut("properties")?.as_object_mut()?.remove(&name);
     if let Some(req) = schema.get_mut("required").and_then(Value::as_array_mut) {
-        req.retain(|r| r.as_str() != Some(name));
+        req.retain(|r| r.as_str() != Some(name.as_str()));
     }
-    Some(name.to_string())
+    Some(name)
 }
 
 /// The arguments sent for a call: the model's, plus the sample path on a pinned parameter.
@@ -258,7 +256,7 @@ mod tests {
         let mut rm = tool("FA_remove_file");
         rm.destructive = Some(true);
         let cfg = ServerConfig {
-            pin_sample: Some(true),
+            pin_sample: Some(maljan_client::PinSample::On(true)),
             offer_destructive: true,
             ..Default::default()
         };
@@ -269,5 +267,40 @@ mod tests {
         }]);
         assert_eq!(c.tools.len(), 1);
         assert_eq!(c.tools[0].pinned_param.as_deref(), Some("path"));
+    }
+
+    #[test]
+    fn a_third_party_sample_argument_is_pinned_only_when_the_config_names_it() {
+        let mut scan = tool("scan");
+        scan.input_schema = json!({"type": "object",
+            "properties": {"target_file": {"type": "string"}, "depth": {"type": "integer"}},
+            "required": ["target_file"]});
+        let build = |pin: Option<maljan_client::PinSample>| {
+            let cfg = ServerConfig {
+                pin_sample: pin,
+                ..Default::default()
+            };
+            Catalog::build(&[Source {
+                server: "third",
+                view: view("third", "someone-else", vec![scan.clone()]),
+                config: Some(&cfg),
+            }])
+        };
+        // Not a declared name: nothing guessed, the model sees the argument.
+        let c = build(Some(maljan_client::PinSample::On(true)));
+        assert!(c.tools[0].pinned_param.is_none());
+        assert!(c.tools[0].parameters["properties"]["target_file"].is_object());
+        // Named in the config: pinned and filled in.
+        let c = build(Some(maljan_client::PinSample::Param("target_file".into())));
+        assert_eq!(c.tools[0].pinned_param.as_deref(), Some("target_file"));
+        assert!(
+            c.tools[0].parameters["properties"]
+                .get("target_file")
+                .is_none()
+        );
+        assert_eq!(
+            fill_arguments(&c.tools[0], Map::new(), "/s/x.exe"),
+            json!({"target_file": "/s/x.exe"})
+        );
     }
 }

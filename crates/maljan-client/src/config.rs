@@ -172,14 +172,39 @@ pub struct ServerConfig {
     pub tools: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub label: String,
-    /// The agent fills this server's sample-path argument itself (the model never sees it).
-    /// Absent: yes for the built-in analysis server, no elsewhere.
+    /// The agent fills this server's sample argument itself (the model never sees it): `true`,
+    /// or the argument's name when this server's tools do not call it one of
+    /// `maljan_protocol::SAMPLE_PARAMS` (`pin_sample = "target_file"`; the sample's path is then
+    /// handed over in that argument too). Absent: yes for the built-in analysis server, no
+    /// elsewhere.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pin_sample: Option<bool>,
+    pub pin_sample: Option<PinSample>,
     /// Offer this server's destructive tools (destructiveHint, the files server's writing
     /// actions) to a model. Off unless set.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub offer_destructive: bool,
+}
+
+/// `pin_sample`: on or off, or on with the argument's name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PinSample {
+    On(bool),
+    Param(String),
+}
+
+impl PinSample {
+    pub fn is_on(&self) -> bool {
+        !matches!(self, Self::On(false))
+    }
+
+    /// The argument's name, when the config gives one.
+    pub fn param(&self) -> Option<&str> {
+        match self {
+            Self::Param(p) => Some(p),
+            Self::On(_) => None,
+        }
+    }
 }
 
 /// How maljan obtains a server's OAuth access token.
@@ -863,6 +888,20 @@ fn line_of(text: &str, offset: usize) -> Option<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pin_sample_is_on_off_or_the_argument_s_name() {
+        let c = Config::parse(
+            "[servers.a]\ncommand = \"x\"\npin_sample = true\n\n[servers.b]\ncommand = \"x\"\npin_sample = \"target_file\"\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        let a = c.servers["a"].pin_sample.as_ref().unwrap();
+        assert!(a.is_on() && a.param().is_none());
+        let b = c.servers["b"].pin_sample.as_ref().unwrap();
+        assert_eq!((b.is_on(), b.param()), (true, Some("target_file")));
+        assert!(!PinSample::On(false).is_on());
+    }
 
     #[test]
     fn a_file_started_by_an_edit_keeps_the_builtins_out_and_still_has_them() {

@@ -45,7 +45,7 @@ pub mod transport;
 pub use breaker::{Breaker, RestEvent};
 pub use config::{
     BreakerConfig, Config, ConfigError, InputPolicy, LlmConfig, LlmFallback, OAuthConfig,
-    OAuthGrant, ServerConfig, TransportKind,
+    OAuthGrant, PinSample, ServerConfig, TransportKind,
 };
 pub use job::{
     CallRecord, Job, JobSpec, JobStatus, ProgressFn, Sample, SampleStore, ServerHandle,
@@ -55,7 +55,7 @@ pub use ledger::{
     CallFilter, CancelOutcome, ChildRow, DatabaseUrl, Engine, JobEvent, JobRow, Lease, Ledger,
     LedgerEntry, ModelUsage, NewQueuedJob, Page, QueuedJob,
 };
-pub use maljan_protocol::{ErrorCode, Manifest, ManifestTool};
+pub use maljan_protocol::{ErrorCode, Manifest, ManifestTool, SAMPLE_PARAMS, sample_param};
 pub use manifest::{ServerView, ToolInfo};
 pub use outcome::CallError;
 pub use runtime::{Runtime, RuntimeError, ServerSlot, ServerTest};

@@ -5,7 +5,8 @@
 //! ([`ErrorCode`]) and the remedy each names by default, the tool-error shape
 //! `{"error":{"code","message","remediation"},"tool"}` ([`ToolError`], [`ToolErrorReply`]), the
 //! names of the tools the conventions fix (`capabilities`, put_sample*), and the filename
-//! reduction both sides apply to a sample's name ([`sanitize_filename`]), and, behind the
+//! reduction both sides apply to a sample's name ([`sanitize_filename`]), the one rule for which
+//! argument of a tool takes the sample ([`sample_param`]), and, behind the
 //! `lines` feature, the bounded newline framing both ends of a stdio connection read with.
 //!
 //! It must not depend on anything but serde and serde_json (schemars only behind the optional
@@ -18,6 +19,7 @@ mod errors;
 pub mod lines;
 mod manifest;
 mod names;
+mod sample;
 
 pub use errors::{ErrorCode, ToolError, ToolErrorReply};
 pub use manifest::{Manifest, ManifestTool};
@@ -25,3 +27,4 @@ pub use names::{
     CAPABILITIES_TOOL, PUT_SAMPLE, PUT_SAMPLE_BEGIN, PUT_SAMPLE_CHUNK, PUT_SAMPLE_FINISH,
     STAGING_TOOLS, is_staging_tool, sanitize_filename,
 };
+pub use sample::{SAMPLE_PARAMS, sample_param};

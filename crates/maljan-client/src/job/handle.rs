@@ -266,7 +266,15 @@ impl ServerHandle {
         }
         let timeout = view.timeout_for(tool, &self.slot.breaker_cfg);
         let arguments = match self.handover().await {
-            Some(h) => staging::rewrite_arguments(arguments, self.job.sample.as_ref(), &h),
+            Some(h) => {
+                // The one rule for the sample argument: declared by the tool's schema, or named
+                // in the config (`pin_sample = "NAME"`).
+                let named = self.slot.cfg.pin_sample.as_ref().and_then(|p| p.param());
+                let param = view
+                    .tool(tool)
+                    .and_then(|t| maljan_protocol::sample_param(&t.input_schema, named));
+                staging::rewrite_arguments(arguments, self.job.sample.as_ref(), &h, param)
+            }
             None => arguments,
         };
         self.send(tool, arguments, timeout).await

@@ -182,12 +182,13 @@ pub fn safe_name(name: &str) -> String {
     maljan_protocol::sanitize_filename(name)
 }
 
-/// Replaces the sample's local path (or its bare file name) with `handover`'s path in arguments
-/// whose name says they hold a path (contains "path" or "file", or is sample/target/binary/program).
+/// Replaces the sample's local path (or its bare file name) with `handover`'s path in the tool's
+/// sample argument `param` (see `maljan_protocol::sample_param`), and nowhere else.
 pub fn rewrite_arguments(
     arguments: Option<Map<String, Value>>,
     sample: Option<&Sample>,
     handover: &Handover,
+    param: Option<&str>,
 ) -> Option<Map<String, Value>> {
     let (Some(mut args), Some(sample)) = (arguments, sample) else {
         return None;
@@ -196,19 +197,10 @@ pub fn rewrite_arguments(
     if handover.path() == local {
         return Some(args);
     }
-    for (key, value) in args.iter_mut() {
-        let k = key.to_ascii_lowercase();
-        let path_like = k.contains("path")
-            || k.contains("file")
-            || matches!(k.as_str(), "sample" | "target" | "binary" | "program");
-        if !path_like {
-            continue;
-        }
-        if let Value::String(s) = value
-            && (s == &local || *s == sample.name)
-        {
-            *s = handover.path().to_string();
-        }
+    if let Some(Value::String(s)) = param.and_then(|p| args.get_mut(p))
+        && (s == &local || *s == sample.name)
+    {
+        *s = handover.path().to_string();
     }
     Some(args)
 }
@@ -223,7 +215,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_path_like_arguments_naming_the_sample_are_rewritten() {
+    fn only_the_declared_sample_argument_naming_the_sample_is_rewritten() {
         let sample = Sample {
             path: "/tmp/x/a.exe".into(),
             name: "a.exe".into(),
@@ -231,18 +223,25 @@ mod tests {
             sha256: String::new(),
         };
         let args: Map<String, Value> = serde_json::from_str(
-            r#"{"file_path":"/tmp/x/a.exe","sample":"a.exe","query":"a.exe","path":"/other"}"#,
+            r#"{"file_path":"/tmp/x/a.exe","target_file":"a.exe","query":"a.exe","path":"/other"}"#,
         )
         .unwrap();
         let h = Handover::Uploaded {
             path: "/srv/staging/a.exe".into(),
             cached: false,
         };
-        let out = rewrite_arguments(Some(args), Some(&sample), &h).unwrap();
+        let out =
+            rewrite_arguments(Some(args.clone()), Some(&sample), &h, Some("file_path")).unwrap();
         assert_eq!(out["file_path"], "/srv/staging/a.exe");
-        assert_eq!(out["sample"], "/srv/staging/a.exe");
+        assert_eq!(out["target_file"], "a.exe", "not declared: not guessed");
         assert_eq!(out["query"], "a.exe");
         assert_eq!(out["path"], "/other");
+        let out =
+            rewrite_arguments(Some(args.clone()), Some(&sample), &h, Some("target_file")).unwrap();
+        assert_eq!(out["target_file"], "/srv/staging/a.exe");
+        assert_eq!(out["file_path"], "/tmp/x/a.exe");
+        let out = rewrite_arguments(Some(args.clone()), Some(&sample), &h, None).unwrap();
+        assert_eq!(out, args, "a tool without a sample argument is left alone");
     }
 
     #[test]
