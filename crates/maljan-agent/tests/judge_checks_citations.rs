@@ -46,6 +46,14 @@ async fn a_missing_id_is_sent_back_once_and_the_corrected_verdict_stands() {
     );
     let judge = &report.agent.unwrap().stages[0];
     assert_eq!((judge.name.as_str(), judge.requests), ("judge", 2));
+    // The judge read the facts; its malicious verdict on a plain PE has no strong fact under it,
+    // so the disagreement stands beside it, naming the facts' own verdict.
+    let first = reqs[0]["body"]["messages"].to_string();
+    assert!(first.contains("The facts alone give:"), "{first}");
+    let d = v.disagreement.expect("a disagreement with the facts");
+    assert_ne!(d.facts_verdict, VerdictWord::Malicious);
+    assert!(d.reason.contains("no strong fact"), "{}", d.reason);
+    assert!(!v.facts.is_empty(), "the agent's verdict carries the facts");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
