@@ -107,7 +107,9 @@ pub fn capabilities(b: &[u8], budget: &Budget) -> Result<Vec<CapabilityFinding>,
                     technique: r.technique.into(),
                     technique_name: r.technique_name.into(),
                     tactic: r.tactic.into(),
-                    discriminating: r.discriminating,
+                    // A library exporting the capability's own API (kernelbase, a binding)
+                    // provides it to others: a description of what it offers, not a use.
+                    discriminating: r.discriminating && !implements(r, &exports),
                     evidence,
                 });
             }
@@ -150,6 +152,20 @@ pub fn capabilities(b: &[u8], budget: &Budget) -> Result<Vec<CapabilityFinding>,
         }
         Ok(out)
     })
+}
+
+/// Whether `exports` holds one of the API names `r` looks for (A/W/Ex variants included).
+fn implements(r: &rules::Rule, exports: &[String]) -> bool {
+    r.groups
+        .iter()
+        .flat_map(|(_, feats)| feats.iter())
+        .any(|f| match *f {
+            Api(name) => exports.iter().any(|e| {
+                e.strip_prefix(name)
+                    .is_some_and(|rest| matches!(rest, "" | "A" | "W" | "Ex" | "ExA" | "ExW"))
+            }),
+            _ => false,
+        })
 }
 
 /// An API is met by an import (name, or name + A/W/Ex/ExA/ExW) or, failing that, by its name as
@@ -301,4 +317,33 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
             }
         },
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_library_exporting_the_api_implements_it_rather_than_using_it() {
+        let inject = RULES
+            .iter()
+            .find(|r| r.technique == "T1055" && r.discriminating)
+            .unwrap();
+        let kernelbase: Vec<String> = ["CreateRemoteThreadEx", "VirtualAllocEx", "GetVersion"]
+            .map(String::from)
+            .into();
+        assert!(implements(inject, &kernelbase));
+        assert!(!implements(inject, &["PyInit_win32api".to_string()]));
+    }
+
+    #[test]
+    fn a_dll_s_own_export_names_are_not_strings_it_uses() {
+        let b = b"\0OpenProcess\0VirtualAllocEx\0";
+        let mut s = Strings::find(b, &Budget::for_file(b.len(), &|| false)).unwrap();
+        assert!(s.at("VirtualAllocEx").is_some());
+        s.forget_exports(&["VirtualAllocEx".to_string(), "OpenProcessToken".to_string()]);
+        assert!(s.at("VirtualAllocEx").is_none());
+        // OpenProcessToken is another function: OpenProcess stays.
+        assert!(s.at("OpenProcess").is_some());
+    }
 }

@@ -4,8 +4,8 @@
 //! instructions that reach the function's import slot (x64 `call/mov [rip+disp32]`, x86
 //! `call/mov [abs32]`, and a jump thunk's callers) and looks just before each for the constant
 //! the first argument is set from (`mov ecx, 13`; `push 13`; `mov dword [esp], 13`). The same
-//! look finds VirtualAlloc / VirtualProtect asked for PAGE_EXECUTE_READWRITE (a description: JITs
-//! do it too). A static look, not a disassembly: it sees the usual output of MSVC and mingw-w64.
+//! look finds VirtualAlloc asked for PAGE_EXECUTE_READWRITE (a description: JITs do it
+//! too). A static look, not a disassembly: it sees the usual output of MSVC and mingw-w64.
 
 use goblin::pe::PE;
 use maljan_server::ToolError;
@@ -141,14 +141,12 @@ fn references(
     Ok(out)
 }
 
-/// PAGE_EXECUTE_READWRITE (0x40) as VirtualAlloc's 4th or VirtualProtect's 3rd argument: x64
-/// `mov r9d, 0x40` / `mov r8d, 0x40`, x86 `push 0x40` and gcc's `mov dword [esp+12|8], 0x40`.
+/// PAGE_EXECUTE_READWRITE (0x40) as VirtualAlloc's 4th argument: x64 `mov r9d, 0x40`, x86
+/// `push 0x40` and gcc's `mov dword [esp+12], 0x40`.
 const RWX: &[&[u8]] = &[
     &[0x41, 0xB9, 0x40, 0, 0, 0],
-    &[0x41, 0xB8, 0x40, 0, 0, 0],
     &[0x6A, 0x40],
     &[0xC7, 0x44, 0x24, 0x0C, 0x40, 0, 0, 0],
-    &[0xC7, 0x44, 0x24, 0x08, 0x40, 0, 0, 0],
 ];
 
 /// Calls of SetWindowsHookEx with idHook WH_KEYBOARD_LL (13), each as evidence.
@@ -162,17 +160,14 @@ pub fn keyboard_hooks(b: &[u8], budget: &Budget) -> Result<Vec<Evidence>, ToolEr
     )
 }
 
-/// Calls of VirtualAlloc / VirtualProtect(Ex) asking for writable and executable memory.
+/// Calls of VirtualAlloc(Ex) asking for writable and executable memory. VirtualProtect is left
+/// out: mingw-w64's C runtime makes its pseudo-relocations with VirtualProtect(…RWX) in every
+/// program it links.
 pub fn rwx_memory(b: &[u8], budget: &Budget) -> Result<Vec<Evidence>, ToolError> {
     calls_with(
         b,
         budget,
-        &[
-            "VirtualAlloc",
-            "VirtualAllocEx",
-            "VirtualProtect",
-            "VirtualProtectEx",
-        ],
+        &["VirtualAlloc", "VirtualAllocEx"],
         RWX,
         "PAGE_EXECUTE_READWRITE",
     )
