@@ -18,11 +18,13 @@
 //! - **Public Suffix List.** A domain (bare, a URL's host, an e-mail's domain) counts only when it
 //!   ends in a known public suffix (the `psl` crate's compiled-in list) and has a registrable
 //!   label before it. A *bare* name (no scheme, no `@`, not defanged) is moreover scored only under
-//!   the original generic TLDs (com, net, org, info, biz), a multi-label suffix (co.uk), .onion,
-//!   or with three or more labels standing alone as a token: two-label names under country and
-//!   new generic TLDs are as often file names (`setup.py`, `run.sh`, `main.rs`, `a.zip`) or
-//!   property accesses (`x.id`, `this.name`, `e.app`) as hosts. Mixed-case names (`System.IO`),
-//!   names preceded by a dot (`.data.rel.ro`) or followed by `(` are identifiers.
+//!   the original generic TLDs (com, net, org, info, biz), a multi-label suffix (co.uk, github.io)
+//!   or .onion: names under country and new generic TLDs are as often file names (`setup.py`,
+//!   `run.sh`, `main.rs`, `a.zip`), property accesses (`x.id`, `e.target.name`) or compiler and
+//!   runtime vocabulary (`omp.body.next`, `llvm.dbg.cu`, `geometry.instances.data`) as hosts; in a
+//!   URL or an e-mail address they count. Mixed-case names (`System.IO`), names preceded by a
+//!   dot (`.data.rel.ro`) or followed by `(`, and reverse-DNS names (`com.sun.management.host`,
+//!   `org.apache.x`) are identifiers.
 //! - **Versions are not addresses.** A dotted quad preceded by a version word (`version`, `ver`,
 //!   `v`, `build`, `release`, `FileVersion`, …), inside a longer dotted run (`1.2.3.4.5`), in a
 //!   version resource, the whole string argument of a .NET custom attribute
@@ -116,6 +118,9 @@ const NAMESPACE_HOSTS: &[&str] = &[
 /// Generic TLDs whose bare two-label names are rarely anything but host names.
 const CLASSIC_TLDS: &[&str] = &["com", "net", "org", "info", "biz", "onion"];
 
+/// First labels of names written in reverse domain name notation (`com.sun.x`, `org.apache.y`).
+const REVERSE_DNS_ROOTS: &[&str] = &["com", "org", "net", "edu", "gov", "mil", "int", "io"];
+
 /// Whether the raw text carried a real defanging mark.
 pub fn defanged(raw: &str) -> bool {
     static MARK: LazyLock<Regex> = LazyLock::new(|| {
@@ -174,25 +179,8 @@ impl<'t> Around<'t> {
         });
         WORD.is_match(self.before)
     }
-
-    /// The match stands alone as a token: a string's whole value, a quoted or spaced word,
-    /// or a host followed by a port or path.
-    fn standalone(&self) -> bool {
-        let before_ok = self
-            .before
-            .chars()
-            .next_back()
-            .is_none_or(|c| c.is_whitespace() || "\"'`=@/<>,[".contains(c));
-        let after_ok = self
-            .after
-            .chars()
-            .next()
-            .is_none_or(|c| c.is_whitespace() || "\"'`:/<>,]".contains(c));
-        before_ok && after_ok
-    }
 }
 
-/// A dotted-quad's judgement.
 /// A dotted-quad's judgement; `version_field` when the string holding it is a version field by
 /// its place in the file (a .NET custom attribute's string argument).
 pub fn ipv4(value: &str, raw: &str, around: &Around<'_>, version_field: bool) -> Judgement {
@@ -338,7 +326,13 @@ pub fn domain(value: &str, raw: &str, around: &Around<'_>, host: Host) -> Judgem
         || around.after.starts_with(['(', '_'])
         || (raw.bytes().any(|c| c.is_ascii_lowercase())
             && raw.bytes().any(|c| c.is_ascii_uppercase()));
-    if identifier {
+    // Reverse domain name notation: a Java/Android package or a property name.
+    let reverse_dns = value.split('.').count() > 2
+        && value
+            .split('.')
+            .next()
+            .is_some_and(|first| REVERSE_DNS_ROOTS.contains(&first));
+    if identifier || reverse_dns {
         return context(IDENTIFIER);
     }
     if defanged(raw) {
@@ -349,8 +343,7 @@ pub fn domain(value: &str, raw: &str, around: &Around<'_>, host: Host) -> Judgem
     };
     let suffix = std::str::from_utf8(d.suffix().as_bytes()).unwrap_or("");
     let tld = suffix.rsplit('.').next().unwrap_or("");
-    let labels = value.split('.').count();
-    if CLASSIC_TLDS.contains(&tld) || suffix.contains('.') || (labels >= 3 && around.standalone()) {
+    if CLASSIC_TLDS.contains(&tld) || suffix.contains('.') {
         (Confidence::Medium, None)
     } else {
         context(BARE_NAME)
@@ -392,7 +385,20 @@ mod tests {
         );
         assert_eq!(bare("x = e.target.id;", "e.target.id").1, Some(BARE_NAME));
         assert_eq!(
-            bare("host \"cdn.bad-actor.ru\"", "cdn.bad-actor.ru").0,
+            bare("host \"cdn.bad-actor.ru\"", "cdn.bad-actor.ru").1,
+            Some(BARE_NAME)
+        );
+        assert_eq!(bare("omp.body.next", "omp.body.next").1, Some(BARE_NAME));
+        assert_eq!(
+            bare(
+                "com.sun.management.jmxremote.host",
+                "com.sun.management.jmxremote.host"
+            )
+            .1,
+            Some(IDENTIFIER)
+        );
+        assert_eq!(
+            bare("c2 www.bad-actor.com", "www.bad-actor.com").0,
             Confidence::Medium
         );
         assert_eq!(bare("using System.IO;", "System.IO").1, Some(IDENTIFIER));
