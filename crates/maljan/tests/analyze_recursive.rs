@@ -83,11 +83,17 @@ fn mail_of(name: &str, attachment: &[u8]) -> Vec<u8> {
     .into_bytes()
 }
 
-/// The executable at the bottom: a PE that carries the EICAR string and a download URL.
+/// The executable at the bottom: a PE that injects into another process and persists through a Run key (the API names as
+/// strings, as when resolved at run time; the corpus PE carries the Run key path): two independent
+/// strong facts, so the facts table calls it malicious. A URL and the EICAR text (not at offset 0,
+/// so not the test file itself) ride along.
 fn dropper() -> Vec<u8> {
     let mut pe = corpus::pe_bytes(4096);
     pe.extend_from_slice(EICAR);
     pe.extend_from_slice(b"\0http://payload.evil-cdn.example.net/stage2.bin\0");
+    pe.extend_from_slice(
+        b"\0OpenProcess\0VirtualAllocEx\0WriteProcessMemory\0CreateRemoteThread\0RegSetValueExA\0",
+    );
     pe
 }
 
@@ -208,7 +214,7 @@ fn a_mail_with_a_zip_in_a_tar_gz_is_analysed_as_a_tree_and_the_ledger_links_it()
         .collect();
     assert!(rules.iter().any(|r| r.contains("EICAR")), "{rules:?}");
 
-    // Verdicts: the executable scores on its own evidence, and its containers are at least as bad.
+    // Verdicts: the executable is judged on its own facts, and its containers are at least as bad.
     let word = |v: &Value| v["verdict"]["verdict"].as_str().unwrap_or("").to_string();
     assert!(
         matches!(word(exe).as_str(), "malicious" | "suspicious"),
@@ -228,6 +234,13 @@ fn a_mail_with_a_zip_in_a_tar_gz_is_analysed_as_a_tree_and_the_ledger_links_it()
             .iter()
             .any(|c| c["text"].as_str().unwrap().contains("invoice.tar.gz")),
         "{claims:?}"
+    );
+    // The child's verdict reaches the mail as a fact with the path down to it.
+    let facts = r["verdict"]["facts"].as_array().unwrap();
+    assert!(
+        facts.iter().any(|f| f["id"] == "child_malicious"
+            && f["child"] == "invoice.tar.gz → docs/payload.zip → invoice.pdf.exe"),
+        "{facts:#?}"
     );
     assert_eq!(r["recursion"]["children"], 4);
     assert_eq!(r["recursion"]["depth"], 3);
