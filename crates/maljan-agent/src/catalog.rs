@@ -23,8 +23,6 @@ use crate::llm::ToolSpec;
 pub const BUILTIN_ANALYSIS: &str = "maljan-analysis";
 pub const BUILTIN_FILES: &str = "maljan-files";
 
-/// Argument names that hold the sample's path, in the order they are looked for.
-
 /// One tool the model may call.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CatalogTool {

@@ -176,7 +176,9 @@ async fn a_fresh_install_scans_with_the_built_in_rules() {
     for (name, src) in maljan_analysis::yara::BUILTIN_RULES {
         let rules = src.matches("\nrule ").count();
         // (In a rule's meta block, not in the file's comments.)
-        let declared = src.matches("\n        purpose = \"identification\"").count()
+        let declared = src
+            .matches("\n        purpose = \"identification\"")
+            .count()
             + src.matches("\n        purpose = \"detection\"").count();
         assert_eq!(rules, declared, "{name}: every rule declares its purpose");
     }
