@@ -38,6 +38,7 @@ pub mod macho;
 mod macho_parts;
 pub mod members;
 mod members_formats;
+mod members_html;
 pub mod members_mail;
 mod members_rar;
 pub mod ole;

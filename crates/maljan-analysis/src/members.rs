@@ -1,7 +1,7 @@
 //! `extract_members`: the files a sample carries, written out as child samples — archive members
 //! (zip incl. ZipCrypto / AES ones opened with the analysts' usual passwords, tar, gzip, bzip2,
 //! xz, lzma / lzip, 7z, RAR 4 and 5, cab, cpio), mail attachments (MIME base64 /
-//! quoted-printable, uuencode) and, for anything else, the payloads `carve_payloads` finds
+//! quoted-printable, uuencode), RTF packaged files, HTML base64 payloads and, for anything else, the payloads `carve_payloads` finds
 //! (installer and SFX overlays, droppers). Each member is hashed, identified and written (0o600,
 //! never overwriting, named by its SHA-256) under the server's work directory,
 //! `<work dir>/carved/<sha256 of the outermost sample>/members/` — never beside the sample, whose
@@ -420,7 +420,8 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
         ToolMeta::new(
             "extract_members",
             "Writes out the files the sample carries as child samples: archive members (zip incl. encrypted \
-             with infected/malware/virus, tar, gzip, bzip2, xz, 7z, rar, cab, cpio), mail attachments (MIME, uuencode) \
+             with infected/malware/virus, tar, gzip, bzip2, xz, 7z, rar, cab, cpio), mail attachments (MIME, uuencode), \
+             RTF embedded objects and packaged files, HTML/SVG base64 payloads (data: URIs, smuggling scripts) \
              and carved payloads, each hashed and identified, bounded in count, bytes and expansion ratio.",
         )
         .title("Extract members")

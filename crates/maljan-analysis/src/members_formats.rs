@@ -59,7 +59,18 @@ pub(crate) fn read(b: &[u8], c: &mut Collector) -> String {
             carve(b, c);
             "ole2".into()
         }
-        "text" | "script" | "html" | "xml" | "empty" | "base64" | "hex" => String::new(),
+        // HTML smuggling: a program in a data: URI or a base64 string a script decodes.
+        "html" | "xml" | "script" => {
+            // A page full of script identifies as a script; it is still a page when it has tags.
+            let page = kind != "script" || crate::members_html::looks_like_page(b);
+            let source = if page { "html" } else { "script" };
+            if crate::members_html::html_payloads(b, c, source) {
+                source.into()
+            } else {
+                String::new()
+            }
+        }
+        "text" | "empty" | "base64" | "hex" => String::new(),
         _ => {
             if carve(b, c) {
                 "carved".into()

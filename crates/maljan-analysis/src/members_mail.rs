@@ -273,8 +273,27 @@ pub fn ole1_native(d: &[u8]) -> Option<(String, &[u8])> {
 
 /// An `Ole10Native` stream (an embedded "Package"): (file name, data).
 pub fn ole10_native(s: &[u8]) -> Option<(String, &[u8])> {
+    // The stream starts with the size of the native data that follows (4).
+    package_fields(s, 4)
+}
+
+/// The native data of an OLE1 `Package` object (what an RTF `\objdata` carries): the same
+/// layout as an `Ole10Native` stream without its size prefix, which the OLE1 header already gave.
+/// (file name, data); None when it is not one.
+pub fn ole1_package(d: &[u8]) -> Option<(String, &[u8])> {
+    // Its flags are 2 (an embedded file): anything else is some other class's data by that name.
+    if d.get(..2)? != [2, 0] {
+        return None;
+    }
+    package_fields(d, 0)
+}
+
+/// A packager's fields from `start`: flags (2), label, original path, reserved (4), temp path
+/// (length-prefixed), then the file's size and bytes. The name is the label, else the original
+/// path's file name.
+fn package_fields(s: &[u8], start: usize) -> Option<(String, &[u8])> {
     use crate::common::le_u32;
-    let mut at = 6; // total size (4), flags (2)
+    let mut at = start.checked_add(2)?; // flags
     let cstr = |at: &mut usize| -> Option<String> {
         let rest = s.get(*at..)?;
         let end = rest.iter().take(4096).position(|&b| b == 0)?;
@@ -282,18 +301,42 @@ pub fn ole10_native(s: &[u8]) -> Option<(String, &[u8])> {
         Some(String::from_utf8_lossy(&rest[..end]).into_owned())
     };
     let label = cstr(&mut at)?;
-    let _path = cstr(&mut at)?;
+    let path = cstr(&mut at)?;
     at += 4; // reserved (0x00030000)
     let tmp_len = le_u32(s, at)? as usize;
     at = at.checked_add(4)?.checked_add(tmp_len)?;
     let size = le_u32(s, at)? as usize;
     let data = s.get(at + 4..(at + 4).checked_add(size)?)?;
-    Some((label, data))
+    let name = if label.is_empty() { path } else { label };
+    Some((name, data))
+}
+
+/// A member name from a name a sample chose: its last path component, printable, at most 128
+/// characters; None when nothing is left.
+pub(crate) fn plain_file_name(name: &str) -> Option<String> {
+    let base = name.rsplit(['/', '\\']).next().unwrap_or("");
+    let base: String = base
+        .chars()
+        .filter(|ch| !ch.is_control())
+        .take(128)
+        .collect();
+    let base = base.trim();
+    (!base.is_empty() && base != "." && base != "..").then(|| base.to_string())
 }
 
 pub(crate) fn rtf_objects(b: &[u8], c: &mut Collector) {
     for (i, raw) in rtf_objdata(b).iter().enumerate() {
         let (name, data) = match ole1_native(raw) {
+            // A packaged file: the program inside, under its own name.
+            Some((class, data)) if class.eq_ignore_ascii_case("package") => {
+                match ole1_package(data) {
+                    Some((file, payload)) => (
+                        plain_file_name(&file).unwrap_or_else(|| format!("objdata-{}.bin", i + 1)),
+                        payload,
+                    ),
+                    None => (format!("objdata-{}.{class}", i + 1), data),
+                }
+            }
             Some((class, data)) => (format!("objdata-{}.{class}", i + 1), data),
             None => (format!("objdata-{}.bin", i + 1), &raw[..]),
         };
