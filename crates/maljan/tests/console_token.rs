@@ -11,13 +11,13 @@ use std::{
     time::Duration,
 };
 
-fn console_cmd(data: &Path, config: &Path, args: &[&str]) -> std::process::Output {
+/// `maljan console ARGS` on the data directory `data` (a subcommand takes no `--config`: the
+/// store is found in the data directory).
+fn console_cmd(data: &Path, args: &[&str]) -> std::process::Output {
     common::run(
         Command::new(common::maljan())
             .arg("console")
             .args(args)
-            .arg("--config")
-            .arg(config)
             .env("MALJAN_HOME", data)
             .env_remove("MALJAN_CONFIG"),
         Duration::from_secs(60),
@@ -82,7 +82,6 @@ fn tokens_and_passwords_change_a_running_console_at_once() {
     // A read token, made while the console runs: works at once, for reading only.
     let out = console_cmd(
         &data,
-        &config,
         &["token", "--scope", "read", "--label", "dashboards"],
     );
     assert!(out.status.success(), "{}", common::text(&out));
@@ -111,7 +110,7 @@ fn tokens_and_passwords_change_a_running_console_at_once() {
     assert_eq!(s, 403, "a read token starts no program: {body}");
 
     // The default scope is submit: jobs yes, servers no.
-    let out = console_cmd(&data, &config, &["token"]);
+    let out = console_cmd(&data, &["token"]);
     let submit = String::from_utf8_lossy(&out.stdout).trim().to_string();
     assert!(String::from_utf8_lossy(&out.stderr).contains("scope submit"));
     let (s, _) = http(
@@ -124,11 +123,7 @@ fn tokens_and_passwords_change_a_running_console_at_once() {
     assert_eq!(s, 403);
 
     // An admin token may test a server.
-    let out = console_cmd(
-        &data,
-        &config,
-        &["token", "--scope", "admin", "--label", "ops"],
-    );
+    let out = console_cmd(&data, &["token", "--scope", "admin", "--label", "ops"]);
     let admin = String::from_utf8_lossy(&out.stdout).trim().to_string();
     let echo = format!(
         r#"{{"name":"e","command":{:?}}}"#,
@@ -144,7 +139,7 @@ fn tokens_and_passwords_change_a_running_console_at_once() {
     assert_eq!(s, 200, "{body}");
 
     // --list: ids, scopes, created, last used, labels; never a token.
-    let out = console_cmd(&data, &config, &["token", "--list"]);
+    let out = console_cmd(&data, &["token", "--list"]);
     let listed = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(out.status.success(), "{}", common::text(&out));
     for needle in [
@@ -173,7 +168,7 @@ fn tokens_and_passwords_change_a_running_console_at_once() {
     let read_id = read_line.split_whitespace().next().unwrap().to_string();
 
     // --revoke: refused at once.
-    let out = console_cmd(&data, &config, &["token", "--revoke", &read_id]);
+    let out = console_cmd(&data, &["token", "--revoke", &read_id]);
     assert!(out.status.success(), "{}", common::text(&out));
     assert_eq!(
         http(
@@ -197,9 +192,9 @@ fn tokens_and_passwords_change_a_running_console_at_once() {
         .0,
         200
     );
-    let out = console_cmd(&data, &config, &["token", "--revoke", &read_id]);
+    let out = console_cmd(&data, &["token", "--revoke", &read_id]);
     assert!(!out.status.success(), "revoking twice fails");
-    let out = console_cmd(&data, &config, &["token", "--list", "--scope", "admin"]);
+    let out = console_cmd(&data, &["token", "--list", "--scope", "admin"]);
     assert_eq!(out.status.code(), Some(2), "--list takes no --scope");
 
     // set-password: works at once, and ends the owner's older session.
@@ -221,9 +216,9 @@ fn tokens_and_passwords_change_a_running_console_at_once() {
         200
     );
     let mut child = Command::new(common::maljan())
-        .args(["console", "set-password", "--config"])
-        .arg(&config)
+        .args(["console", "set-password"])
         .env("MALJAN_HOME", &data)
+        .env_remove("MALJAN_CONFIG")
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
