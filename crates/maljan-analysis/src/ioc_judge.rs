@@ -74,6 +74,7 @@ pub const CERTIFICATE: &str = "code-signing certificate (CA infrastructure)";
 pub const VERSION_RESOURCE: &str = "version resource (product metadata)";
 pub const NAMESPACE: &str = "document namespace or schema identifier";
 pub const VERSION_STRING: &str = "version string, not an address";
+pub const OBJECT_IDENTIFIER: &str = "ASN.1 object identifier, not an address";
 pub const RESERVED_ADDRESS: &str = "private, reserved or special-purpose address";
 pub const NO_PUBLIC_SUFFIX: &str = "no known public suffix";
 pub const BARE_NAME: &str =

@@ -344,6 +344,7 @@ fn extract_in(text: &str, kinds: &[&str], origin: &Origin<'_>) -> Vec<Indicator>
                 }
             }
             "ipv4" => {
+                let oid_roots = oid_roots(text);
                 for m in IPV4.find_iter(text) {
                     // The middle of a longer dotted run (1.2.3.4.5) is a version, not an address.
                     let after = &text[m.end()..];
@@ -357,7 +358,11 @@ fn extract_in(text: &str, kinds: &[&str], origin: &Origin<'_>) -> Vec<Indicator>
                     }
                     let raw = m.as_str();
                     let value = refang(raw);
+                    let root: String = value.split('.').take(2).collect::<Vec<_>>().join(".");
                     let (offset, j) = judge(m.start(), m.end(), &|a| {
+                        if oid_roots.contains(&root) {
+                            return (Confidence::Low, Some(ioc_judge::OBJECT_IDENTIFIER));
+                        }
                         ioc_judge::ipv4(&value, raw, a, origin.attribute_string(m.start()))
                     });
                     found.add(kind, raw, value.clone(), offset, j);
@@ -431,6 +436,18 @@ fn extract_in(text: &str, kinds: &[&str], origin: &Origin<'_>) -> Vec<Indicator>
     let mut list = found.list;
     list.sort_by_key(|i| KINDS.iter().position(|k| *k == i.kind));
     list
+}
+
+/// The first two arcs of the ASN.1 object identifiers written out in `text` (dotted runs of five
+/// or more numbers starting 0, 1 or 2, such as 1.3.6.1.5.5.7.3.1): a dotted quad under one of
+/// them (2.5.29.17 beside 2.5.29.32.0) is an OID too, not an address.
+fn oid_roots(text: &str) -> std::collections::HashSet<String> {
+    static OID: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?-u:\b)([0-2])\.([0-9]{1,2})(?:\.[0-9]{1,10}){3,}(?-u:\b)").unwrap()
+    });
+    OID.captures_iter(text)
+        .map(|c| format!("{}.{}", &c[1], &c[2]))
+        .collect()
 }
 
 /// The text an indicator search runs over for a binary file: its ASCII and UTF-16LE strings of at
@@ -692,6 +709,24 @@ mod tests {
         assert!(
             extract(t, &["domain"]).iter().all(|i| !i.scored()),
             "payload.sh is a file name, reported as context only"
+        );
+    }
+
+    #[test]
+    fn object_identifiers_are_not_addresses() {
+        let t = "2.5.29.17\n2.5.29.32.0\n1.3.6.1.5.5.7.3.1\n1.3.101.110\nrelay 185.220.101.45";
+        let found = extract(t, &["ipv4"]);
+        let scored: Vec<&str> = found
+            .iter()
+            .filter(|i| i.scored())
+            .map(|i| i.value.as_str())
+            .collect();
+        assert_eq!(scored, ["185.220.101.45"]);
+        assert!(
+            found
+                .iter()
+                .filter(|i| !i.scored())
+                .all(|i| i.reason.as_deref() == Some(ioc_judge::OBJECT_IDENTIFIER))
         );
     }
 
