@@ -144,6 +144,7 @@ const DOCUMENT_SOURCES: &[&str] = &[
     "mbox",
     "tnef",
     "chm",
+    "html",
 ];
 const EXECUTABLE_KINDS: &[&str] = &["pe", "elf", "macho", "msi"];
 

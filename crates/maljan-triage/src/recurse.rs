@@ -27,7 +27,8 @@ pub const EXECUTABLE_KINDS: &[&str] = &["pe", "dos", "elf", "macho"];
 /// identify_file's kinds that extract_members opens (the rest are leaves).
 const CONTAINER_KINDS: &[&str] = &[
     "zip", "jar", "apk", "ooxml", "odf", "tar", "gzip", "bzip2", "xz", "lzip", "lzma", "7z", "rar",
-    "cab", "cpio", "email", "mbox", "uuencode", "rtf", "ole2", "pe", "dos", "elf",
+    "cab", "cpio", "email", "mbox", "uuencode", "rtf", "ole2", "pe", "dos", "elf", "pdf", "html",
+    "xml",
 ];
 /// Children analysed at once (the runtime's per-server cap still holds).
 const CONCURRENT_CHILDREN: usize = 8;
