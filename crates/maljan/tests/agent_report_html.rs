@@ -109,12 +109,23 @@ fn the_html_report_of_an_agent_run_leads_with_the_verdict_links_evidence_and_esc
         panic!("ids given twice: {duplicated:?}, at {at:#?}");
     }
     let verdict_card = &html[verdict_at..sample_at];
-    let links = attr_values(verdict_card, "href");
-    assert_eq!(
-        links.len(),
-        4,
-        "three claim links and one technique link: {links:?}"
+    // The facts come first in the card (each with its evidence links), then the claims and the
+    // techniques.
+    let claims_at = verdict_card
+        .find("<h3>Claims</h3>")
+        .expect("the verdict card lists the claims after the facts");
+    let facts_links = attr_values(&verdict_card[..claims_at], "href");
+    assert!(
+        !facts_links.is_empty(),
+        "the facts link their evidence: {verdict_card}"
     );
+    let claim_links = attr_values(&verdict_card[claims_at..], "href");
+    assert_eq!(
+        claim_links.len(),
+        4,
+        "three claim links and one technique link: {claim_links:?}"
+    );
+    let links: Vec<&str> = facts_links.into_iter().chain(claim_links).collect();
     for link in &links {
         let target = link.strip_prefix('#').expect("an in-page link");
         assert!(
