@@ -161,7 +161,8 @@ fn samples_go_through_the_bucket_once_and_an_unreachable_store_fails_the_job() {
     let q = ledger.queued_job(&third).unwrap().unwrap();
     assert!(matches!(q.state.as_str(), "complete" | "degraded"), "{q:?}");
     assert!(ledger.count(Some(&third)).unwrap() > 0);
-    // The job's private directory is gone with the job.
-    let jobs_dir = home.join("work").join("jobs");
-    assert_eq!(std::fs::read_dir(jobs_dir).unwrap().count(), 0);
+    // The job's private directory (<data dir>/work/<job id>) is gone with the job.
+    let job_dir = home.join("work").join(&third);
+    assert!(!job_dir.exists(), "{} was left behind", job_dir.display());
+    assert!(home.join("work").is_dir(), "the work folder the job ran in");
 }
