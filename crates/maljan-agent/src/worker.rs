@@ -337,8 +337,13 @@ pub fn hold_lease(
     let flag = lost.clone();
     let task = tokio::spawn(async move {
         let every = Duration::from_millis((lease_ms / 3).max(100) as u64);
+        // The first look is at once: a cancel asked for between the claim and this run's start
+        // (when no listener knew the job yet) must still reach a run shorter than `every`.
+        let mut first = true;
         loop {
-            tokio::time::sleep(every).await;
+            if !std::mem::take(&mut first) {
+                tokio::time::sleep(every).await;
+            }
             let (l, id, w) = (ledger.clone(), job_id.clone(), worker.clone());
             match tokio::task::spawn_blocking(move || l.renew(&id, &w, lease_ms)).await {
                 Ok(Ok(Lease::Held)) => {}
