@@ -14,12 +14,9 @@ const INLINE: &[char] = &[
     '\\', '`', '*', '_', '[', ']', '(', ')', '!', '<', '>', '#', '|', '~', '&', ':', '@',
 ];
 
-/// `s` as literal text in a Markdown inline context (a paragraph, a list item, a heading, a
-/// table cell): line breaks and tabs folded to spaces, other controls and bidi overrides made
-/// visible, every punctuation character that can open a construct backslash-escaped, and what
-/// would start a block at the beginning of a line (`-`, `+`, `=`, `1.`, `1)`, an indent)
-/// neutralised, so the text may be placed anywhere on a line.
-pub fn md_text(s: &str) -> String {
+/// `s` on one line: line breaks and tabs folded to spaces, other controls and bidi overrides
+/// made visible (the first step of every inline rendering).
+fn one_line(s: &str) -> String {
     let folded: String = s
         .chars()
         .map(|c| {
@@ -30,7 +27,16 @@ pub fn md_text(s: &str) -> String {
             }
         })
         .collect();
-    let shown = visible(&folded);
+    visible(&folded).into_owned()
+}
+
+/// `s` as literal text in a Markdown inline context (a paragraph, a list item, a heading, a
+/// table cell): line breaks and tabs folded to spaces, other controls and bidi overrides made
+/// visible, every punctuation character that can open a construct backslash-escaped, and what
+/// would start a block at the beginning of a line (`-`, `+`, `=`, `1.`, `1)`, an indent)
+/// neutralised, so the text may be placed anywhere on a line.
+pub fn md_text(s: &str) -> String {
+    let shown = one_line(s);
     let mut out = String::with_capacity(shown.len() + 8);
     let leading_digits = shown.chars().take_while(char::is_ascii_digit).count();
     let mut last3 = ['\0'; 3];
@@ -61,17 +67,7 @@ pub fn md_code(s: &str) -> String {
     if s.is_empty() || s.contains('|') {
         return md_text(s);
     }
-    let folded: String = s
-        .chars()
-        .map(|c| {
-            if matches!(c, '\n' | '\r' | '\t') {
-                ' '
-            } else {
-                c
-            }
-        })
-        .collect();
-    let shown = visible(&folded);
+    let shown = one_line(s);
     let fence = "`".repeat(longest_run(&shown, '`') + 1);
     let pad = if shown.starts_with('`')
         || shown.ends_with('`')
