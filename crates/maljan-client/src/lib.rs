@@ -3,7 +3,8 @@
 //! It owns the configuration (`config`: a TOML file of servers and `[core.mcp.breaker]`), the
 //! transports (`transport`: stdio child processes in their own process group, streamable HTTP,
 //! legacy HTTP+SSE, and `http` with fallback), capability manifests read once per job (`manifest`),
-//! the breaker that rests a server which stops answering (`breaker`), the per-server concurrency
+//! the check a call passes before it is sent (`precheck`: a listed tool, arguments matching its
+//! inputSchema), the breaker that rests a server which stops answering (`breaker`), the per-server concurrency
 //! cap (both held across workers on PostgreSQL for remote servers: `shared_limits`), the ledger of
 //! every call on SQLite or PostgreSQL (`ledger`), secrets at rest (`secrets`), handing the sample
 //! over (`staging`), and jobs (`job`): one sample and the calls made for it, each with an evidence
@@ -33,6 +34,7 @@ pub mod manifest;
 pub mod metrics;
 pub mod outcome;
 pub mod paths;
+pub mod precheck;
 pub mod redact;
 pub mod runtime;
 mod sample;

@@ -220,6 +220,8 @@ pub struct ServerSlot {
     pub(crate) breaker_cfg: crate::config::BreakerConfig,
     /// Times the connection was (re)made.
     connects: std::sync::atomic::AtomicU32,
+    /// The tools' compiled inputSchemas, for the check before each call.
+    pub(crate) schemas: crate::precheck::SchemaCache,
 }
 
 impl std::fmt::Debug for ServerSlot {
@@ -257,6 +259,7 @@ impl ServerSlot {
             auth: Mutex::new(None),
             breaker_cfg: b.clone(),
             connects: Default::default(),
+            schemas: Default::default(),
             cfg,
         }
     }

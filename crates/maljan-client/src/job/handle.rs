@@ -146,6 +146,17 @@ impl ServerHandle {
         self.record(ev_id, started, tool, args, outcome).await
     }
 
+    /// Records a call its caller refused and never sent (a tool the agent withheld from the
+    /// model): a ledger row like any call's, not ok, with `error`'s code and remedy and the
+    /// arguments as written (secrets the schema marks write-only kept out), so the report and
+    /// `maljan ledger` show what was asked for and why it did not run.
+    pub async fn record_refused(&self, tool: &str, args: Value, error: CallError) -> CallRecord {
+        let ev_id = self.job.next_ev_id();
+        let outcome = (None, Some(error), Duration::ZERO, Duration::ZERO, false);
+        self.record(ev_id, SystemTime::now(), tool, args, outcome)
+            .await
+    }
+
     async fn record(
         &self,
         ev_id: String,
@@ -248,6 +259,12 @@ impl ServerHandle {
             Ok(v) => v,
             Err(e) => return fail(e),
         };
+        // Not sent: an unlisted tool, or arguments its inputSchema refuses (recorded like any
+        // call, with its code and remedy).
+        if let Err(e) = crate::precheck::check(&self.slot.schemas, &view, tool, arguments.as_ref())
+        {
+            return fail(e);
+        }
         if let Some(t) = view.tool(tool)
             && !t.available
         {
