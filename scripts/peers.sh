@@ -103,6 +103,14 @@ if [ ! -f "$console_stamp" ] || ! command -v chromium >/dev/null 2>&1 || ! comma
   fi
   touch "$console_stamp"
 fi
+# The console's OpenAPI test validates /api/v1/openapi.json with openapi-spec-validator.
+openapi_stamp="$PEERS/.installed-openapi-v1"
+if [ ! -f "$openapi_stamp" ]; then
+  echo "installing openapi-spec-validator into $PEERS/venv (once)" >&2
+  if [ ! -x "$PEERS/venv/bin/python" ]; then python3 -m venv "$PEERS/venv"; fi
+  "$PEERS/venv/bin/pip" install --quiet --disable-pip-version-check 'openapi-spec-validator==0.9.0' >&2
+  touch "$openapi_stamp"
+fi
 # The OAuth 2.1 tests (crates/maljan-client/tests/oauth_*.rs) run a real authorization server,
 # node-oidc-provider, in front of an MCP resource server made of the TypeScript SDK's own
 # resource-server parts (tests/common/oauth_peer.mjs); the /metrics test parses the OpenMetrics
@@ -176,6 +184,7 @@ export MALJAN_SSHD="/usr/sbin/sshd"
 export MALJAN_CHROMIUM="$(command -v chromium)"
 export MALJAN_CHROMEDRIVER="$(command -v chromedriver)"
 export MALJAN_STIX2_VALIDATOR="$PEERS/venv/bin/stix2_validator"
+export MALJAN_OPENAPI_VALIDATOR="$PEERS/venv/bin/openapi-spec-validator"
 export MALJAN_OIDC_PROVIDER="$PEERS/oidc/node_modules/oidc-provider"
 export MALJAN_PG_BIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
 $corpus_env
