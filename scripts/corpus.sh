@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds maljan's labelled corpora (issue 40) once into a cache folder (MALJAN_CORPUS, default
-# $MALJAN_PEERS/corpus) and prints `export MALJAN_CORPUS=...` for the tests and the verdicts bench.
+# $MALJAN_PEERS/corpus) and prints `export MALJAN_CORPUS=...` for the tests and the verdicts bench,
+# and `export MALJAN_UPX=...`: the upx it packs with, which the analysis server's `unpack` uses too.
 #
 #   benign          Wine's PE DLLs/EXEs (Debian libwine), NSIS stubs and plug-ins (Debian
 #                   nsis-common) and installers made with its makensis (Debian nsis), the
@@ -29,6 +30,7 @@ stamp="$CORPUS/.built-v4"
 if [ "${1:-}" = "--force" ]; then rm -f "$stamp"; fi
 if [ -f "$stamp" ] && [ -f "$CORPUS/manifest.jsonl" ]; then
   echo "export MALJAN_CORPUS=\"$CORPUS\""
+  echo "export MALJAN_UPX=\"$CORPUS/tools/upx/usr/bin/upx-ucl\""
   exit 0
 fi
 mkdir -p "$CORPUS/tools" "$CORPUS/debs" "$CORPUS/wheels"
@@ -37,6 +39,7 @@ exec 9>"$CORPUS/.lock"
 flock 9
 if [ -f "$stamp" ] && [ -f "$CORPUS/manifest.jsonl" ]; then
   echo "export MALJAN_CORPUS=\"$CORPUS\""
+  echo "export MALJAN_UPX=\"$CORPUS/tools/upx/usr/bin/upx-ucl\""
   exit 0
 fi
 echo "building the labelled corpora into $CORPUS (once)" >&2
@@ -94,3 +97,4 @@ OLE="$CARGO_TARGET_DIR/debug/corpus-ole"
   --nsis-bin-root "$CORPUS/tools/nsis" --wheels "$CORPUS/wheels" >&2
 touch "$stamp"
 echo "export MALJAN_CORPUS=\"$CORPUS\""
+echo "export MALJAN_UPX=\"$UPX\""

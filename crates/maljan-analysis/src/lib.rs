@@ -5,7 +5,8 @@
 //! ([`capabilities`]), a built-in YARA rule set (`rules/`), hashes, strings, indicators of compromise, entropy, the
 //! PE / ELF / Mach-O / archive / document parsers, payload carving, member extraction for
 //! recursive analysis ([`members`]), byte and text search, YARA
-//! scanning (yara-x, behind the `yara` feature) and the optional external analysers (capa, FLOSS),
+//! scanning (yara-x, behind the `yara` feature), unpacking ([`unpack`]: UPX through the host's
+//! `upx`) and the optional external analysers (capa, FLOSS),
 //! with the tool and argument names of Maljan's Python analysis server
 //! (`reference/maljan-analysis-server.md`). Each concern is a module with a pure function the triage
 //! job and the benches can call directly, plus the typed tool that wraps it.
@@ -50,6 +51,7 @@ mod pe_parts;
 pub mod search;
 pub mod strings;
 pub mod toolchain;
+pub mod unpack;
 pub mod work;
 pub mod yara;
 
@@ -109,5 +111,6 @@ pub fn registry(mut config: AnalysisConfig) -> Registry {
     capabilities::register(&mut registry, &config);
     yara::register(&mut registry, &config);
     external::register(&mut registry, &config);
+    unpack::register(&mut registry, &config);
     registry
 }

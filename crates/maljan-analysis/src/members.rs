@@ -2,7 +2,9 @@
 //! (zip incl. ZipCrypto / AES ones opened with the analysts' usual passwords, tar, gzip, bzip2,
 //! xz, lzma / lzip, 7z, RAR 4 and 5, cab, cpio), mail attachments (MIME base64 /
 //! quoted-printable, uuencode), RTF packaged files, HTML base64 payloads and, for anything else, the payloads `carve_payloads` finds
-//! (installer and SFX overlays, droppers). Each member is hashed, identified and written (0o600,
+//! (installer and SFX overlays, droppers), and a UPX-packed program's unpacked image
+//! (`source: "unpacked"`, see [`crate::unpack`]; skipped with the reason when upx is absent).
+//! Each member is hashed, identified and written (0o600,
 //! never overwriting, named by its SHA-256) under the server's work directory,
 //! `<work dir>/carved/<sha256 of the outermost sample>/members/` — never beside the sample, whose
 //! folder may be read-only evidence — where every tool accepts it as `carved_path`; a member's own
@@ -117,7 +119,7 @@ pub(crate) struct Collector<'a> {
 }
 
 impl<'a> Collector<'a> {
-    fn new(limits: Limits, cancel: Cancel<'a>) -> Self {
+    pub(crate) fn new(limits: Limits, cancel: Cancel<'a>) -> Self {
         Self {
             limits,
             cancel,
@@ -125,6 +127,11 @@ impl<'a> Collector<'a> {
             data: vec![],
             stopped: false,
         }
+    }
+
+    /// The extraction and each member's bytes, in the order of its `members`.
+    pub(crate) fn finish(self) -> (Extraction, Vec<Vec<u8>>) {
+        (self.out, self.data)
     }
 
     /// Whether the readers should stop (a limit was hit, or the call was cancelled).
@@ -302,9 +309,31 @@ impl<'a> Collector<'a> {
 /// The members of `b` within `limits` (nothing is written). The second value holds each
 /// member's bytes, in the order of `members`.
 pub fn extract(b: &[u8], limits: Limits, cancel: Cancel) -> (Extraction, Vec<Vec<u8>>) {
+    extract_in(b, limits, cancel, None)
+}
+
+/// [`extract`], and with `scratch` (a private directory of the server's) a packed program's
+/// unpacked image too (see [`crate::unpack`]): the copy unpacking needs is made there.
+pub fn extract_in(
+    b: &[u8],
+    limits: Limits,
+    cancel: Cancel,
+    scratch: Option<&Path>,
+) -> (Extraction, Vec<Vec<u8>>) {
     let mut c = Collector::new(limits, cancel);
     let result = crate::common::contain("member extraction", || {
         c.out.format = crate::members_formats::read(b, &mut c);
+        if let Some(scratch) = scratch {
+            crate::unpack::add_unpacked(
+                b,
+                &mut c,
+                scratch,
+                crate::unpack::upx_program().as_deref(),
+            );
+            if c.out.format.is_empty() && !c.out.members.is_empty() {
+                c.out.format = "unpacked".into();
+            }
+        }
         Ok(())
     });
     if let Err(e) = result {
@@ -355,7 +384,7 @@ fn extension(name: &str) -> String {
     }
 }
 
-fn write_members(
+pub(crate) fn write_members(
     roots: &Roots,
     work: &Path,
     sample: &Path,
@@ -421,8 +450,9 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
             "extract_members",
             "Writes out the files the sample carries as child samples: archive members (zip incl. encrypted \
              with infected/malware/virus, tar, gzip, bzip2, xz, 7z, rar, cab, cpio), mail attachments (MIME, uuencode), \
-             RTF embedded objects and packaged files, HTML/SVG base64 payloads (data: URIs, smuggling scripts) \
-             and carved payloads, each hashed and identified, bounded in count, bytes and expansion ratio.",
+             RTF embedded objects and packaged files, HTML/SVG base64 payloads (data: URIs, smuggling scripts), \
+             carved payloads and a UPX-packed program's unpacked image (when upx is on the host), each hashed \
+             and identified, bounded in count, bytes and expansion ratio.",
         )
         .title("Extract members")
         .writes()
@@ -440,7 +470,10 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
                         max_ratio: a.max_ratio.unwrap_or(d.max_ratio).max(1),
                     };
                     let b = s.bytes();
-                    let (mut extraction, data) = extract(b, limits, &|| ctx.is_cancelled());
+                    // Unpacking makes a private copy: only when writing is allowed.
+                    let scratch = work.join("unpack");
+                    let scratch = (!a.dry_run).then_some(scratch.as_path());
+                    let (mut extraction, data) = extract_in(b, limits, &|| ctx.is_cancelled(), scratch);
                     crate::common::check_cancel(ctx)?;
                     if !a.dry_run {
                         write_members(&roots, &work, &s.path, b, &mut extraction, &data)?;
