@@ -1,7 +1,8 @@
 //! maljan-server: the framework maljan's MCP tool servers are written in.
 //!
 //! It owns the tool registry (a typed Rust function per tool, its JSON Schema derived from the
-//! argument struct), the error shape that names a remedy, path confinement under `--root`, the
+//! argument struct and made portable to every host by `portable_schema`), the error shape that
+//! names a remedy, path confinement under `--root`, the
 //! capability manifest, the put_sample staging store, and serving a registry over stdio or
 //! streamable HTTP. Every message on either transport goes through the official SDK's (rmcp's)
 //! service: `protocol` is the one handler both serve, `http` nests rmcp's streamable HTTP
@@ -35,6 +36,7 @@ mod http_guard;
 pub mod manifest;
 pub mod metrics;
 pub mod observe;
+pub mod portable_schema;
 pub mod protocol;
 pub mod registry;
 pub mod roots;
@@ -51,6 +53,7 @@ pub use http::{HttpOptions, router, router_with, serve_http, serve_http_with};
 pub use manifest::{Manifest, ManifestTool, Probe, Unavailable};
 pub use metrics::Metrics;
 pub use observe::{CallEnd, CallObserver, CallStart};
+pub use portable_schema::{PortableSchema, make_portable};
 pub use protocol::{McpHandler, tool_descriptors};
 pub use registry::{RegisteredTool, Registry, ToolMeta, parse_arguments};
 pub use roots::{Dir, Renamed, Roots, Write};

@@ -14,6 +14,7 @@ use crate::{
     errors::ToolError,
     manifest::Probe,
     observe::{CallObserver, Observers},
+    portable_schema::PortableSchema,
 };
 
 pub type ToolFuture = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send>>;
@@ -290,47 +291,12 @@ fn generator() -> schemars::SchemaGenerator {
     let mut settings = schemars::generate::SchemaSettings::draft2020_12();
     // Inline every sub-schema: several MCP clients do not follow $ref.
     settings.inline_subschemas = true;
-    settings.into_generator()
-}
-
-/// schemars marks integer widths with formats like `uint64`, which are not JSON Schema formats:
-/// validators such as Ajv warn on every call. The bounds (`minimum`) already say what matters.
-fn strip_numeric_formats(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            let numeric = map.get("format").and_then(Value::as_str).is_some_and(|f| {
-                matches!(
-                    f,
-                    "int8"
-                        | "int16"
-                        | "int32"
-                        | "int64"
-                        | "uint"
-                        | "uint8"
-                        | "uint16"
-                        | "uint32"
-                        | "uint64"
-                        | "float"
-                        | "double"
-                        | "int"
-                        | "uint128"
-                        | "int128"
-                )
-            });
-            if numeric {
-                map.remove("format");
-            }
-            map.values_mut().for_each(strip_numeric_formats);
-        }
-        Value::Array(items) => items.iter_mut().for_each(strip_numeric_formats),
-        _ => {}
-    }
+    // Every tool's input and output schema in the spelling every host takes.
+    settings.with_transform(PortableSchema).into_generator()
 }
 
 fn schema_value<T: JsonSchema>() -> Value {
-    let mut value = generator().into_root_schema_for::<T>().to_value();
-    strip_numeric_formats(&mut value);
-    value
+    generator().into_root_schema_for::<T>().to_value()
 }
 
 fn input_schema_for<A: JsonSchema>() -> Map<String, Value> {

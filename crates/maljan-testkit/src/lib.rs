@@ -19,6 +19,7 @@
 //! - [`bin_path`]: builds this crate's (or another package's) binaries once per test process and
 //!   returns the path, so tests in other crates can start them.
 //! - [`wait_answering`]: waits for a real HTTP answer from a peer a test started.
+//! - [`inspector`]: `mcp-inspector --cli --strict` over a server, its schema findings counted.
 //!
 //! It is a test helper: nothing in the product depends on it. The fixtures are hand-written over
 //! std and serde_json, and the crate must not depend on a server crate: a fixture built from the
@@ -27,6 +28,7 @@
 pub mod conformance;
 pub mod drives;
 pub mod fixture;
+pub mod inspector;
 pub mod model;
 pub mod postgres;
 pub mod rar;
