@@ -13,6 +13,8 @@ use maljan_agent::{
 use maljan_client::{Config, JobSpec, KeySource, Runtime, secrets};
 use serde_json::json;
 
+use crate::show::{self, visible, visible_multiline};
+
 #[derive(Subcommand)]
 pub enum LlmCommand {
     /// Store the model's API key, sealed (enc:v1), read from stdin or a prompt.
@@ -111,7 +113,12 @@ async fn test(config: Option<PathBuf>, model: Option<String>) -> anyhow::Result<
     match ep.complete(&http, &messages, &[tool]).await {
         Ok(reply) => {
             let calls = reply.tool_calls.iter().any(|c| c.name == "ping");
-            println!("model: {} ({})", reply.model, ep.provider.as_str());
+            // The model's name is the endpoint's answer.
+            println!(
+                "model: {} ({})",
+                visible(&reply.model),
+                ep.provider.as_str()
+            );
             println!(
                 "latency: {:.0} ms",
                 started.elapsed().as_secs_f64() * 1000.0
@@ -135,7 +142,12 @@ async fn test(config: Option<PathBuf>, model: Option<String>) -> anyhow::Result<
             })
         }
         Err(e) => {
-            eprintln!("{}: {e}", ep.label());
+            // The error may quote the endpoint's answer.
+            eprintln!(
+                "{}: {}",
+                visible(&ep.label()),
+                visible_multiline(&e.to_string())
+            );
             Ok(ExitCode::FAILURE)
         }
     }
@@ -171,33 +183,39 @@ async fn tools(a: ToolsArgs) -> anyhow::Result<ExitCode> {
     job.finish();
     runtime.shutdown().await;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&catalog.specs())?);
+        println!("{}", show::json(&catalog.specs())?);
     } else {
+        // Tool names, parameters and reasons are the servers' words.
         for t in &catalog.tools {
             let params: Vec<String> = t
                 .parameters
                 .get("properties")
                 .and_then(|p| p.as_object())
-                .map(|p| p.keys().cloned().collect())
+                .map(|p| p.keys().map(|k| visible(k).into_owned()).collect())
                 .unwrap_or_default();
             println!(
                 "{}  ({} on {}{})  [{}]",
-                t.name,
-                t.tool,
-                t.server,
+                visible(&t.name),
+                visible(&t.tool),
+                visible(&t.server),
                 t.pinned_param
                     .as_ref()
-                    .map(|p| format!("; `{p}` filled in with the sample"))
+                    .map(|p| format!("; `{}` filled in with the sample", visible(p)))
                     .unwrap_or_default(),
                 params.join(", ")
             );
         }
         for w in &catalog.withheld {
-            println!("withheld: {} on {}: {}", w.tool, w.server, w.reason);
+            println!(
+                "withheld: {} on {}: {}",
+                visible(&w.tool),
+                visible(&w.server),
+                visible(&w.reason)
+            );
         }
     }
     for u in &unreachable {
-        eprintln!("not reachable: {u}");
+        eprintln!("not reachable: {}", visible(u));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -11,6 +11,8 @@ use maljan_client::{
 };
 use serde_json::{Value, json};
 
+use crate::show::{self, visible, visible_multiline};
+
 /// Where the config is (shared by every client command).
 #[derive(Args, Clone, Default)]
 pub struct ConfigArg {
@@ -223,9 +225,7 @@ fn list(config: ConfigArg, as_json: bool) -> anyhow::Result<ExitCode> {
             .collect();
         println!(
             "{}",
-            serde_json::to_string_pretty(
-                &json!({"config": c.path, "from_file": c.from_file, "servers": servers})
-            )?
+            show::json(&json!({"config": c.path, "from_file": c.from_file, "servers": servers}))?
         );
         return Ok(ExitCode::SUCCESS);
     }
@@ -239,13 +239,18 @@ fn list(config: ConfigArg, as_json: bool) -> anyhow::Result<ExitCode> {
     }
     for (name, s) in &c.servers {
         let state = if s.enabled { "" } else { " (disabled)" };
-        println!("{name}{state}  [{}]  {}", s.transport, where_(s));
+        println!(
+            "{}{state}  [{}]  {}",
+            visible(name),
+            s.transport,
+            visible(&where_(s))
+        );
         let auth = auth_state(s);
         if !auth.is_empty() {
             println!("    {auth}");
         }
         if let Some(tools) = &s.tools {
-            println!("    tools: {}", tools.join(", "));
+            println!("    tools: {}", visible(&tools.join(", ")));
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -362,10 +367,18 @@ async fn test(name: &str, config: ConfigArg, as_json: bool) -> anyhow::Result<Ex
             if as_json {
                 println!(
                     "{}",
-                    json!({"ok": false, "server": name, "transport": transport.as_str(), "detail": why})
+                    show::json(
+                        &json!({"ok": false, "server": name, "transport": transport.as_str(), "detail": why})
+                    )?
                 );
             } else {
-                eprintln!("maljan: cannot reach server '{name}' ({transport}, {target}): {why}");
+                // The reason may carry the server's own words (its stderr, an HTTP body).
+                eprintln!(
+                    "maljan: cannot reach server '{}' ({transport}, {}): {}",
+                    visible(name),
+                    visible(&target),
+                    visible_multiline(&why)
+                );
             }
             return Ok(ExitCode::FAILURE);
         }
@@ -376,18 +389,21 @@ async fn test(name: &str, config: ConfigArg, as_json: bool) -> anyhow::Result<Ex
         out["ok"] = json!(true);
         out["handshake_ms"] = json!(report.handshake_ms);
         out["transport"] = json!(transport.as_str());
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        println!("{}", show::json(&out)?);
         return Ok(ExitCode::SUCCESS);
     }
+    // Everything below but the timings is the server's to say: shown with controls visible.
     println!(
-        "{name}: connected over {} in {:.0} ms",
-        v.via, report.handshake_ms
+        "{}: connected over {} in {:.0} ms",
+        visible(name),
+        v.via,
+        report.handshake_ms
     );
     println!(
         "  protocol {}, server {} {}",
-        v.protocol_version,
-        v.server_name.as_deref().unwrap_or("?"),
-        v.server_version.as_deref().unwrap_or("")
+        visible(&v.protocol_version),
+        visible(v.server_name.as_deref().unwrap_or("?")),
+        show::opt(v.server_version.as_deref())
     );
     match (&v.manifest_declared, &v.manifest_error) {
         (true, _) => println!(
@@ -395,13 +411,16 @@ async fn test(name: &str, config: ConfigArg, as_json: bool) -> anyhow::Result<Ex
             v.manifest.tools.len()
         ),
         (false, Some(e)) => {
-            println!("  manifest: unreadable ({e}); all listed tools count as available")
+            println!(
+                "  manifest: unreadable ({}); all listed tools count as available",
+                visible(e)
+            )
         }
         (false, None) => {
             println!("  manifest: none; all listed tools count as available, default timeouts")
         }
     }
-    let names: Vec<&str> = v.tools.iter().map(|t| t.name.as_str()).collect();
+    let names: Vec<_> = v.tools.iter().map(|t| visible(&t.name)).collect();
     println!("  tools ({}): {}", names.len(), names.join(", "));
     // From the manifest itself: a server may leave an unavailable tool out of tools/list.
     let unavailable: Vec<_> = v.manifest.tools.iter().filter(|t| !t.available).collect();
@@ -410,19 +429,22 @@ async fn test(name: &str, config: ConfigArg, as_json: bool) -> anyhow::Result<Ex
         for t in unavailable {
             println!(
                 "    {}: {}",
-                t.name,
-                t.reason.as_deref().unwrap_or("no reason given")
+                visible(&t.name),
+                visible(t.reason.as_deref().unwrap_or("no reason given"))
             );
             if let Some(w) = &t.without {
-                println!("      still answers: {w}");
+                println!("      still answers: {}", visible(w));
             }
             if let Some(r) = &t.remediation {
-                println!("      remedy: {r}");
+                println!("      remedy: {}", visible(r));
             }
         }
     }
     if !v.staging_tools.is_empty() {
-        println!("  staging primitives: {}", v.staging_tools.join(", "));
+        println!(
+            "  staging primitives: {}",
+            visible(&v.staging_tools.join(", "))
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -455,26 +477,27 @@ pub async fn call(args: CallArgs) -> anyhow::Result<ExitCode> {
 
 fn print_call(rec: &CallRecord, as_json: bool) -> anyhow::Result<()> {
     if as_json {
-        println!("{}", serde_json::to_string_pretty(rec)?);
+        println!("{}", show::json(rec)?);
         return Ok(());
     }
+    // The answer is the server's: its lines are kept, its controls shown (--json has the value).
     if let Some(r) = &rec.result {
         let text = rec.text();
         if !text.is_empty() && rec.ok {
-            println!("{text}");
+            println!("{}", visible_multiline(&text));
         } else if rec.ok {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(r.get("structuredContent").unwrap_or(r))?
-            );
+            println!("{}", show::json(r.get("structuredContent").unwrap_or(r))?);
         }
     }
     if let Some(e) = &rec.error {
         eprintln!(
             "error [{}] in {} {}: {}",
-            e.code, rec.server, rec.tool, e.message
+            visible(e.code.as_str()),
+            visible(&rec.server),
+            visible(&rec.tool),
+            visible_multiline(&e.message)
         );
-        eprintln!("remedy: {}", e.remediation);
+        eprintln!("remedy: {}", visible_multiline(&e.remediation));
     }
     eprintln!(
         "({} of job {}, {:.1} ms)",
@@ -506,15 +529,22 @@ pub async fn ledger(args: LedgerArgs) -> anyhow::Result<ExitCode> {
     if args.jobs {
         let jobs = l.jobs(args.limit)?;
         if args.json {
-            println!("{}", serde_json::to_string_pretty(&jobs)?);
+            println!("{}", show::json(&jobs)?);
         } else {
+            // A job's label names its sample, and a degradation quotes a server: both shown
+            // with their controls visible.
             for j in jobs {
                 println!(
                     "{}  {}  {:<9} calls {} (failed {})  {}",
-                    j.job_id, j.created_at, j.status, j.calls, j.failed_calls, j.label
+                    visible(&j.job_id),
+                    j.created_at,
+                    visible(&j.status),
+                    j.calls,
+                    j.failed_calls,
+                    visible(&j.label)
                 );
                 for d in &j.degradations {
-                    println!("    degraded: {d}");
+                    println!("    degraded: {}", visible(d));
                 }
             }
         }
@@ -523,11 +553,11 @@ pub async fn ledger(args: LedgerArgs) -> anyhow::Result<ExitCode> {
     if let Some(job) = &args.job
         && !l.has_job(job)?
     {
-        bail!("no job '{job}' in the ledger {}", path.display());
+        bail!("no job '{}' in the ledger {}", visible(job), path.display());
     }
     let calls = l.calls(args.job.as_deref(), args.limit)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&calls)?);
+        println!("{}", show::json(&calls)?);
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(job) = &args.job
@@ -535,38 +565,47 @@ pub async fn ledger(args: LedgerArgs) -> anyhow::Result<ExitCode> {
     {
         println!(
             "job {}  {}  {}  {}",
-            j.job_id, j.status, j.created_at, j.label
+            visible(&j.job_id),
+            visible(&j.status),
+            j.created_at,
+            visible(&j.label)
         );
         if let (Some(p), Some(h)) = (&j.sample_path, &j.sample_sha256) {
-            println!("  sample {p}  sha256 {h}");
+            println!("  sample {}  sha256 {}", visible(p), visible(h));
         }
         for d in &j.degradations {
-            println!("  degraded: {d}");
+            println!("  degraded: {}", visible(d));
         }
     }
+    // A call's tool may be a model's choice, its code and message a server's.
     for e in calls {
         let status = if e.ok {
             "ok".to_string()
         } else {
-            e.error_code.clone().unwrap_or_else(|| "error".into())
+            visible(e.error_code.as_deref().unwrap_or("error")).into_owned()
         };
         let mut line = format!(
             "{}  {}  {:<8} {}.{}  {:.1} ms",
-            e.started_at, e.ev_id, status, e.server, e.tool, e.duration_ms
+            e.started_at,
+            e.ev_id,
+            status,
+            visible(&e.server),
+            visible(&e.tool),
+            e.duration_ms
         );
         if e.wait_ms >= 1.0 {
             line.push_str(&format!(" (waited {:.1} ms)", e.wait_ms));
         }
         if args.job.is_none() {
-            line.push_str(&format!("  job {}", e.job_id));
+            line.push_str(&format!("  job {}", visible(&e.job_id)));
         }
         println!("{line}");
         if args.job.is_some()
             && let Some(m) = &e.message
         {
-            println!("      {m}");
+            println!("      {}", visible(m));
             if let Some(r) = &e.remediation {
-                println!("      remedy: {r}");
+                println!("      remedy: {}", visible(r));
             }
         }
     }

@@ -10,7 +10,7 @@ use maljan_client::{
     transport::oauth::{self, OAuthContext},
 };
 
-use crate::client_cmds::ConfigArg;
+use crate::{client_cmds::ConfigArg, show::visible};
 
 #[derive(Args)]
 pub struct LoginArgs {
@@ -102,11 +102,13 @@ pub async fn login(a: LoginArgs) -> anyhow::Result<ExitCode> {
         c.save()?;
     }
     let wait = Duration::from_secs(a.wait_seconds.max(1));
+    // The address, the client id and the scopes come from the server's metadata.
     let done = oauth::login(&url, &ctx, wait, |address| {
         println!(
-            "Open this address in a browser to sign in to '{}' (waiting up to {} s):\n\n  {address}\n",
+            "Open this address in a browser to sign in to '{}' (waiting up to {} s):\n\n  {}\n",
             a.name,
-            wait.as_secs()
+            wait.as_secs(),
+            visible(address)
         );
     })
     .await
@@ -115,13 +117,13 @@ pub async fn login(a: LoginArgs) -> anyhow::Result<ExitCode> {
     let scopes = if done.scopes.is_empty() {
         "none named".to_string()
     } else {
-        done.scopes.join(" ")
+        visible(&done.scopes.join(" ")).into_owned()
     };
     println!(
         "signed in to '{}' ({}; client {}; scopes: {scopes}); tokens sealed (enc:v1) in {}",
         a.name,
         done.grant.as_str(),
-        done.client_id,
+        visible(&done.client_id),
         done.file.display()
     );
     match (done.grant, done.refreshable) {

@@ -8,6 +8,7 @@ mod console_cmd;
 mod login_cmd;
 mod queue_cmds;
 mod serve;
+mod show;
 mod worker_metrics;
 
 use clap::{Parser, Subcommand};
@@ -113,7 +114,8 @@ fn main() -> std::process::ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("maljan: {e:#}");
+            // An error may quote a sample's name or a server's words.
+            eprintln!("maljan: {}", show::visible_multiline(&format!("{e:#}")));
             std::process::ExitCode::FAILURE
         }
     }

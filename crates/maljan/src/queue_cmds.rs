@@ -14,7 +14,10 @@ use maljan_agent::{
 use maljan_client::{CancelOutcome, Config, Ledger, NewQueuedJob, Runtime, SampleStore};
 use tokio_util::sync::CancellationToken;
 
-use crate::client_cmds::ConfigArg;
+use crate::{
+    client_cmds::ConfigArg,
+    show::{self, visible},
+};
 
 #[derive(Subcommand)]
 pub enum DbCommand {
@@ -179,16 +182,17 @@ pub async fn jobs(cmd: JobsCommand) -> anyhow::Result<ExitCode> {
             let ledger = open_ledger(&Config::load(config.config.as_deref())?)?;
             let rows = ledger.queued_jobs(status.as_deref(), limit)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&rows)?);
+                println!("{}", show::json(&rows)?);
             } else {
+                // A sample's name is its submitter's (or its archive's) to choose.
                 for j in rows {
                     println!(
                         "{}  {:<9} attempts {}  {}  {}",
-                        j.job_id,
-                        j.state,
+                        visible(&j.job_id),
+                        visible(&j.state),
                         j.attempts,
-                        j.worker.as_deref().unwrap_or("-"),
-                        j.sample_name
+                        visible(j.worker.as_deref().unwrap_or("-")),
+                        visible(&j.sample_name)
                     );
                 }
             }
@@ -196,27 +200,32 @@ pub async fn jobs(cmd: JobsCommand) -> anyhow::Result<ExitCode> {
         JobsCommand::Show { id, json, config } => {
             let ledger = open_ledger(&Config::load(config.config.as_deref())?)?;
             let (Some(queued), job) = (ledger.queued_job(&id)?, ledger.job(&id)?) else {
-                bail!("no queued job {id}");
+                bail!("no queued job {}", visible(&id));
             };
             if json {
                 let v = serde_json::json!({"queue": queued, "job": job});
-                println!("{}", serde_json::to_string_pretty(&v)?);
+                println!("{}", show::json(&v)?);
             } else {
                 println!(
                     "{}  {}  attempts {}",
-                    queued.job_id, queued.state, queued.attempts
+                    visible(&queued.job_id),
+                    visible(&queued.state),
+                    queued.attempts
                 );
                 println!(
                     "sample {} ({}, {} bytes)",
-                    queued.sample_name, queued.sample_sha256, queued.sample_size
+                    visible(&queued.sample_name),
+                    visible(&queued.sample_sha256),
+                    queued.sample_size
                 );
+                // A job's error and degradations quote servers and models.
                 if let Some(e) = &queued.error {
-                    println!("error: {e}");
+                    println!("error: {}", visible(e));
                 }
                 if let Some(j) = job {
                     println!("calls {} (failed {})", j.calls, j.failed_calls);
                     for d in &j.degradations {
-                        println!("    degraded: {d}");
+                        println!("    degraded: {}", visible(d));
                     }
                 }
             }
@@ -227,10 +236,12 @@ pub async fn jobs(cmd: JobsCommand) -> anyhow::Result<ExitCode> {
                 .await
                 .map_err(anyhow::Error::msg)?;
             match cancelled {
-                CancelOutcome::Dequeued => println!("{id}: cancelled before it started"),
-                CancelOutcome::Signalled => println!("{id}: its worker is stopping it"),
-                CancelOutcome::Finished => println!("{id}: already finished"),
-                CancelOutcome::NotFound => bail!("no queued job {id}"),
+                CancelOutcome::Dequeued => {
+                    println!("{}: cancelled before it started", visible(&id))
+                }
+                CancelOutcome::Signalled => println!("{}: its worker is stopping it", visible(&id)),
+                CancelOutcome::Finished => println!("{}: already finished", visible(&id)),
+                CancelOutcome::NotFound => bail!("no queued job {}", visible(&id)),
             }
         }
     }

@@ -471,7 +471,7 @@ fn read_token(file: Option<&std::path::Path>) -> anyhow::Result<Option<String>> 
 pub fn tools(args: ToolsArgs) -> anyhow::Result<ExitCode> {
     let server = build_server(args.server, &args.policy, None, None, None)?;
     let descriptors = maljan_server::tool_descriptors(&server);
-    println!("{}", serde_json::to_string_pretty(&descriptors)?);
+    println!("{}", crate::show::json(&descriptors)?);
     Ok(ExitCode::SUCCESS)
 }
 
