@@ -18,6 +18,7 @@
 //! | `download_execute` | downloads a file and runs it | malicious | 3 | yes | code_capabilities (T1105 with an exec API); yara API_Download_Execute, Downloader_PowerShell_Cradle |
 //! | `inhibit_recovery` | deletes shadow copies or disables recovery | malicious | 3 | yes | code_capabilities (T1490) |
 //! | `encrypts_for_ransom` | encrypts files and leaves a ransom note | malicious | 3 | yes | code_capabilities (T1486: a ransom note's words with an encryption API) |
+//! | `shellcode_loader` | runs code in memory it made writable and executable | malicious | 3 | yes | code_capabilities (T1620, discriminating: VirtualAlloc/VirtualProtect with PAGE_EXECUTE_READWRITE, then a thread, APC or fiber started, or a call through a register, just after; RWX alone is described) |
 //! | `anti_analysis` | checks deliberately for a debugger, a VM or a sandbox | malicious | 2 | yes | code_capabilities (T1622, T1497.001, discriminating) |
 //! | `auto_exec_macro` | runs macros or actions when the document opens | malicious | 3 | yes | document_info (auto_exec); yara Dropper_Office_Macro_Autoexec |
 //! | `carries_executable` | carries an executable program — in a document, mail or help file | malicious | 3 | yes | extract_members (a pe/elf/macho/msi child); yara Dropper_Embedded_PE |
@@ -90,6 +91,7 @@ pub const TABLE: &[FactDef] = &[
     def("download_execute", "downloads a file and runs it", M, 3, true, "code_capabilities T1105; yara API_Download_Execute, Downloader_PowerShell_Cradle"),
     def("inhibit_recovery", "deletes shadow copies or disables recovery", M, 3, true, "code_capabilities T1490"),
     def("encrypts_for_ransom", "encrypts files and leaves a ransom note", M, 3, true, "code_capabilities T1486"),
+    def("shellcode_loader", "runs code in memory it made writable and executable (a shellcode loader)", M, 3, true, "code_capabilities T1620 (RWX then a thread or call into it)"),
     def("anti_analysis", "checks deliberately for a debugger, a VM or a sandbox", M, 2, true, "code_capabilities T1622, T1497.001"),
     def("auto_exec_macro", "runs macros or actions when the document opens", M, 3, true, "document_info; yara Dropper_Office_Macro_Autoexec"),
     def("carries_executable", "carries an executable program", M, 3, true, "extract_members; yara Dropper_Embedded_PE"),
@@ -282,6 +284,7 @@ pub fn technique_fact(technique: &str) -> Option<&'static str> {
         ("T1105", _) => "download_execute",
         ("T1490", _) => "inhibit_recovery",
         ("T1486", _) => "encrypts_for_ransom",
+        ("T1620", _) => "shellcode_loader",
         ("T1622" | "T1497", _) => "anti_analysis",
         _ => return None,
     })
@@ -316,6 +319,7 @@ mod tests {
             "T1003.001",
             "T1105",
             "T1490",
+            "T1620",
             "T1622",
         ] {
             assert!(lookup(technique_fact(t).unwrap()).is_some(), "{t}");

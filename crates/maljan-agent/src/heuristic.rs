@@ -9,7 +9,8 @@
 //! - **malicious**: two independent strong facts (two different strong fact ids), or a known-bad
 //!   signature that names a family, or a child sample that is malicious (a container is at least
 //!   as bad as its worst member, through every level of nesting). Packing alone never is: `packed`
-//!   is neutral.
+//!   is neutral; a packed program's unpacked image (a child unpacked from it) is judged on its own
+//!   facts, and its verdict comes up like any child's.
 //! - **suspicious**: one strong fact, or malicious-leaning facts weighing 4 or more together, or a
 //!   suspicious child.
 //! - **benign**: nothing leans malicious, at least one fact speaks for a benign reading (its basis
@@ -43,6 +44,8 @@ const FORMAT_TOOLS: &[&str] = &[
 ];
 const NETWORK_KINDS: &[&str] = &["url", "domain", "ipv4", "ipv6", "email"];
 const DECEPTIVE_FLAGS: &[&str] = &["double_extension", "right_to_left_override"];
+/// extract_members' source of a packed program's unpacked image (maljan-analysis's `unpack`).
+const UNPACKED_SOURCE: &str = "unpacked";
 /// An import table at least this long is an ordinary program's, not a loader stub's.
 pub(crate) const ORDINARY_IMPORTS: u64 = 20;
 /// Malicious-leaning facts weighing this much together make a sample suspicious.
@@ -389,7 +392,9 @@ fn children_facts(f: &Findings, facts: &mut Facts) {
     let mut all_benign = !f.children.is_empty();
     let mut benign_evidence = Vec::new();
     for c in f.children {
-        if is_executable(&c.kind) {
+        // The image a packer hid is the sample itself, not a program it carries: its own facts
+        // come up through its verdict below.
+        if is_executable(&c.kind) && c.source != UNPACKED_SOURCE {
             let def = carries_executable(Carrier::of(f.kind, &c.source));
             facts.add_def(
                 def,

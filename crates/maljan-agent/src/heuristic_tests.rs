@@ -559,3 +559,6 @@ fn plain_text_is_inert_and_with_every_check_benign() {
     let v = verdict(&r, &ids());
     assert_eq!(fact(&v, "members_benign").leaning, Leaning::Benign);
 }
+
+#[path = "heuristic_tests_code.rs"]
+mod code;

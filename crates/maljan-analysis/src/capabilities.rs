@@ -8,7 +8,9 @@
 //! included, and as strings, which also catches API resolved by name at run time) and marker
 //! strings (ASCII and UTF-16LE, optionally case-insensitive), found in one Aho-Corasick pass.
 //! It reads imports and strings, and the code only where an import alone says too little
-//! ([`crate::capabilities_code`]: SetWindowsHookEx called with WH_KEYBOARD_LL). capa, which
+//! ([`crate::capabilities_code`]: SetWindowsHookEx called with WH_KEYBOARD_LL; VirtualAlloc or
+//! VirtualProtect asked for PAGE_EXECUTE_READWRITE with a thread started, or a call made, into it
+//! just after — a shellcode loader, where RWX alone is what JITs do too). capa, which
 //! follows the code, remains the deeper look (see bench/analysis_capabilities.md).
 //!
 //! Capabilities **describe**, as capa's do; each rule also says whether it is *discriminating*:
@@ -114,8 +116,24 @@ pub fn capabilities(b: &[u8], budget: &Budget) -> Result<Vec<CapabilityFinding>,
                 });
             }
         }
+        let loader = crate::capabilities_code::shellcode_runs(b, budget)?;
         let rwx = crate::capabilities_code::rwx_memory(b, budget)?;
-        if !rwx.is_empty() {
+        if !loader.is_empty() {
+            // RWX memory and code started in it at once: what a shellcode loader does. A
+            // library exporting those very calls (kernelbase) offers them: a description.
+            let offers = ["VirtualAlloc", "VirtualProtect", "CreateThread"]
+                .iter()
+                .any(|api| exports.iter().any(|e| e == api));
+            out.push(CapabilityFinding {
+                name: "run code in memory it made writable and executable (a shellcode loader)"
+                    .into(),
+                technique: "T1620".into(),
+                technique_name: "Reflective Code Loading".into(),
+                tactic: "defense-evasion".into(),
+                discriminating: !offers,
+                evidence: loader,
+            });
+        } else if !rwx.is_empty() {
             // A description: shellcode loaders do it, and so do JIT compilers.
             out.push(CapabilityFinding {
                 name: "make memory writable and executable (RWX)".into(),
