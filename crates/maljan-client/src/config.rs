@@ -183,6 +183,12 @@ pub struct ServerConfig {
     /// actions) to a model. Off unless set.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub offer_destructive: bool,
+    /// Offer this server's open-world tools (openWorldHint: they connect beyond the host, or run
+    /// what may) and its configuration tools (`*_later_init`, `*_login`, `*_configure`, ...,
+    /// which choose endpoints and credentials) to a model. Off unless set: a model must not
+    /// choose where the sample's data goes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub offer_network: bool,
 }
 
 /// `pin_sample`: on or off, or on with the argument's name.

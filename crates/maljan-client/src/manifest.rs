@@ -29,6 +29,9 @@ pub struct ToolInfo {
     pub timeout_s: Option<f64>,
     pub read_only: Option<bool>,
     pub destructive: Option<bool>,
+    /// openWorldHint: the tool reaches beyond the host (the network).
+    #[serde(default)]
+    pub open_world: Option<bool>,
 }
 
 /// A server as one job sees it.
@@ -158,6 +161,7 @@ pub fn build_view(
             timeout_s: m.and_then(|m| m.timeout_s),
             read_only: t.read_only,
             destructive: t.destructive,
+            open_world: t.open_world,
             name,
         });
     }

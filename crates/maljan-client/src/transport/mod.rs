@@ -128,6 +128,8 @@ pub struct ListedTool {
     pub read_only: Option<bool>,
     /// The destructiveHint annotation, where the server gave one.
     pub destructive: Option<bool>,
+    /// The openWorldHint annotation (the tool reaches beyond the host), where the server gave one.
+    pub open_world: Option<bool>,
 }
 
 impl ListedTool {
@@ -137,6 +139,7 @@ impl ListedTool {
         Self {
             read_only: annotations.and_then(|a| a.read_only_hint),
             destructive: annotations.and_then(|a| a.destructive_hint),
+            open_world: annotations.and_then(|a| a.open_world_hint),
             name: t.name.into_owned(),
             description: t.description.map(|d| d.into_owned()),
             input_schema: std::sync::Arc::unwrap_or_clone(t.input_schema),
