@@ -39,13 +39,18 @@ pub struct ToolContext {
     /// None outside a server ([`ToolContext::detached`]).
     host: Option<Weak<dyn ToolHost>>,
     depth: u32,
+    /// The background runs (a schedule, a watch, a pipeline) this call descends from, outermost
+    /// first (`schedule:nightly`, `pipeline:sync`): kept through nested calls and into the runs
+    /// they start, so a run that would start itself again is seen as the loop it is.
+    origin: Arc<[String]>,
     /// The observed call this context belongs to (None before the server observes it, and on a
     /// server without observers); a nested call's context starts with its parent's.
     pub(crate) call: Option<CallRef>,
 }
 
-/// How deep action lists may nest tool calls inside tool calls.
-pub(crate) const MAX_NESTING: u32 = 16;
+/// How deep action lists may nest tool calls inside tool calls; a background run started by a
+/// call counts one level deeper than that call, so runs that start runs share this limit.
+pub const MAX_NESTING: u32 = 16;
 
 impl ToolContext {
     pub(crate) fn new(
@@ -59,6 +64,7 @@ impl ToolContext {
             progress,
             host,
             depth,
+            origin: Arc::from(Vec::new()),
             call: None,
         }
     }
@@ -128,7 +134,28 @@ impl ToolContext {
             self.depth + 1,
         );
         child.call = self.call.clone();
+        child.origin = self.origin.clone();
         host.invoke(tool.to_string(), args, child).await
+    }
+
+    /// How many calls deep this one is (0: a client's call or a background run's start).
+    pub fn depth(&self) -> u32 {
+        self.depth
+    }
+
+    /// The background runs this call descends from, outermost first.
+    pub fn origin(&self) -> &[String] {
+        &self.origin
+    }
+
+    /// This call, now inside the run `origin` (a pipeline run in the caller's own call): refused
+    /// when that run is already one of its origins, since the run would then contain itself.
+    pub fn within(&self, origin: &str) -> Result<ToolContext, ToolError> {
+        let origin = extended(&self.origin, origin)?;
+        Ok(ToolContext {
+            origin,
+            ..self.clone()
+        })
     }
 
     /// Whether a tool of this name is served (for validating action lists before running them).
@@ -160,10 +187,58 @@ impl ServerHandle {
         ToolContext::new(cancel, None, Some(self.host.clone()), 0)
     }
 
+    /// The context of a background run `origin` (`schedule:NAME`, `watch:NAME`,
+    /// `pipeline:NAME`) started by the call `parent` (None: by the server itself, a timer or a
+    /// file event). The run counts one level deeper than its parent against [`MAX_NESTING`] and
+    /// carries its origins, so a run that would start itself, directly or through others, is
+    /// refused here with the chain that leads back to it.
+    pub fn context_for(
+        &self,
+        parent: Option<&ToolContext>,
+        origin: &str,
+        cancel: CancellationToken,
+    ) -> Result<ToolContext, ToolError> {
+        let (depth, before) = match parent {
+            Some(p) => (p.depth + 1, p.origin.clone()),
+            None => (0, Arc::from(Vec::new())),
+        };
+        let origin = extended(&before, origin)?;
+        if depth >= MAX_NESTING {
+            return Err(ToolError::bad_argument(format!(
+                "{} would start {} levels deep (the limit is {MAX_NESTING}): {}",
+                origin.last().map(String::as_str).unwrap_or(""),
+                depth,
+                origin.join(" → ")
+            ))
+            .with_remediation(
+                "runs that start runs (schedules, watches, pipelines) nest like action lists; \
+                 start fewer from each other",
+            ));
+        }
+        let mut ctx = ToolContext::new(cancel, None, Some(self.host.clone()), depth);
+        ctx.origin = origin;
+        Ok(ctx)
+    }
+
     /// Cancelled when the server goes away: background work ends with it.
     pub fn stopped(&self) -> &CancellationToken {
         &self.stopped
     }
+}
+
+/// `before` followed by `origin`, or the loop error when `origin` is already in it.
+fn extended(before: &[String], origin: &str) -> Result<Arc<[String]>, ToolError> {
+    if before.iter().any(|o| o == origin) {
+        let chain: Vec<&str> = before.iter().map(String::as_str).chain([origin]).collect();
+        return Err(ToolError::bad_argument(format!(
+            "a loop: {origin} would start itself again ({})",
+            chain.join(" → ")
+        ))
+        .with_remediation(
+            "a schedule, watch or pipeline must not start itself, directly or through another",
+        ));
+    }
+    Ok(before.iter().cloned().chain([origin.to_string()]).collect())
 }
 
 /// Inputs up to this many bytes are worked on in place by [`blocking_unless_small`].

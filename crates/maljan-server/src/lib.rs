@@ -46,7 +46,8 @@ pub mod stdio;
 mod stdio_framing;
 
 pub use context::{
-    IN_PLACE_BYTES, ProgressSink, ServerHandle, ToolContext, blocking, blocking_unless_small,
+    IN_PLACE_BYTES, MAX_NESTING, ProgressSink, ServerHandle, ToolContext, blocking,
+    blocking_unless_small,
 };
 pub use errors::{ErrorCode, ToolError};
 pub use http::{HttpOptions, router, router_with, serve_http, serve_http_with};
