@@ -1,11 +1,15 @@
 //! `pe_info`: headers, sections with entropy, imports, exports, resources, timestamps, imphash,
 //! Rich header, PDB path, overlay and the anomalies an analyst looks at first.
 //!
-//! goblin does the parsing (inside `contain`, since it has had overflow panics on fuzzed input),
-//! strictly first and then leniently ([`crate::pe_lenient`]): a malformed file is answered with
-//! what parses and its faults among the anomalies;
-//! the resource tree is walked here with bounds checks, so a hostile tree costs nothing but a
-//! shorter list.
+//! The headers, sections, imports (plain, delay-loaded and bound), exports, TLS callbacks,
+//! resources and overlay are read through the loader's map ([`crate::pe_map`]): raw pointers
+//! rounded down, sizes clipped, tables in the headers or past the sections found where the
+//! Windows loader finds them, as pefile reads them. goblin gives the rest (debug directory and
+//! PDB path, Rich header, version strings, CLR header), strictly first and then leniently
+//! ([`crate::pe_lenient`]), inside `contain` since it has had overflow panics on fuzzed input:
+//! a malformed file is answered with what parses and its faults among the anomalies. The
+//! resource tree is walked here with bounds checks, so a hostile tree costs nothing but a shorter
+//! list.
 
 use std::{collections::BTreeMap, sync::Arc};
 
@@ -18,9 +22,16 @@ use crate::{
     AnalysisConfig,
     budget::Budget,
     common::{contain, iso8601, on_sample},
+    pe_exports,
     pe_imports::{self, ImportDll},
-    pe_lenient::{self, Lenient},
-    pe_parts::{self, ExportInfo, Overlay, Pdb, PeResource, PeSection, RichEntry},
+    pe_lenient,
+    pe_map::PeMap,
+    pe_parts::{self, Overlay, Pdb, PeResource, PeSection, RichEntry},
+};
+
+pub use crate::{
+    pe_exports::{ExportFn, ExportInfo},
+    pe_imports::BoundImport,
 };
 
 pub fn machine_name(machine: u16) -> &'static str {
@@ -83,6 +94,11 @@ pub struct PeInfo {
     pub sections: Option<Vec<PeSection>>,
     pub import_count: usize,
     pub imports: Option<Vec<ImportDll>>,
+    /// Delay-loaded imports, by DLL (null when imports are not asked for).
+    pub delay_imports: Option<Vec<ImportDll>>,
+    /// The bound-import directory: the DLLs the IAT was bound against (null when imports are not
+    /// asked for).
+    pub bound_imports: Option<Vec<BoundImport>>,
     pub exports: Option<ExportInfo>,
     pub resources: Option<Vec<PeResource>>,
     /// Version resource strings (CompanyName, OriginalFilename, …).
@@ -92,6 +108,9 @@ pub struct PeInfo {
     /// Size of the Authenticode signature (security directory), 0 when unsigned.
     pub signature_size: u32,
     pub tls_callbacks: usize,
+    /// The TLS callbacks' addresses (virtual addresses, as the array holds them): code the loader
+    /// runs before the entry point.
+    pub tls_callback_addresses: Vec<u64>,
     /// Things worth a second look (W+X sections, entry point outside sections, zero timestamp, …).
     pub anomalies: Vec<String>,
 }
@@ -123,21 +142,28 @@ impl Default for PeParts {
 }
 
 /// Parses a PE file within `budget`, leniently: a malformed file yields every header, section,
-/// import and resource that parses, with its faults among the anomalies (see [`pe_lenient`]).
+/// import and resource the loader would read, with its faults among the anomalies. Only a file
+/// without `MZ`, a `PE` signature and a whole COFF header is an error.
 pub fn pe_info(b: &[u8], parts: PeParts, budget: &Budget) -> Result<PeInfo, ToolError> {
     contain("PE", || {
+        let map = PeMap::parse(b).ok_or_else(|| {
+            ToolError::unsupported_format(
+                "not a PE file this parser can read: no MZ header, PE signature and COFF header",
+            )
+            .with_remediation(
+                "check identify_file; for a damaged PE try strings, carve_payloads or entropy",
+            )
+        })?;
+        let mut anomalies = map.faults.clone();
         let strict = match parse(b) {
-            Ok(pe) => return build(b, &pe, parts, budget, Vec::new()),
+            Ok(pe) => return build(&map, Some(&pe), parts, budget, anomalies),
             Err(e) => e,
         };
-        // Offsets are into the copy from here on; its padding is never overlay.
+        anomalies.push(format!("malformed PE, read leniently: {strict}"));
         let (copy, copy_faults) = pe_lenient::lenient_copy(b, budget)?;
-        let mut faults = vec![format!("malformed PE, read leniently: {strict}")];
-        faults.extend(copy_faults);
-        match pe_lenient::parse(&copy, b.len(), &strict, &mut faults)? {
-            Lenient::Goblin(pe) => build(&copy, &pe, parts, budget, faults),
-            Lenient::Headers(h) => headers_only(&copy, &h, parts, budget, faults),
-        }
+        anomalies.extend(copy_faults);
+        let goblin = pe_lenient::parse(&copy, &mut anomalies);
+        build(&map, goblin.as_ref(), parts, budget, anomalies)
     })
 }
 
@@ -147,73 +173,9 @@ pub(crate) fn parse(b: &[u8]) -> goblin::error::Result<PE<'_>> {
     PE::parse_with_opts(b, &ParseOptions::default().with_parse_imports(false))
 }
 
-/// What the headers alone give when no parse of the tables succeeds.
-fn headers_only(
-    b: &[u8],
-    h: &pe_lenient::Headers,
-    parts: PeParts,
-    budget: &Budget,
-    mut anomalies: Vec<String>,
-) -> Result<PeInfo, ToolError> {
-    let sections: Vec<PeSection> = h
-        .sections
-        .iter()
-        .map(|s| pe_parts::section(b, s, budget))
-        .collect::<Result<_, _>>()?;
-    let o = h.optional.as_ref();
-    let entry = o.map(|o| o.entry).unwrap_or(0);
-    let entry_section = entry_section(&sections, entry);
-    section_anomalies(&sections, &mut anomalies);
-    let mut timestamps = BTreeMap::new();
-    timestamps.insert("coff".to_string(), Stamp::new(h.time_date_stamp));
-    Ok(PeInfo {
-        machine: machine_name(h.machine).to_string(),
-        bits: if o.is_some_and(|o| o.is_64) { 64 } else { 32 },
-        is_dll: h.characteristics & 0x2000 != 0,
-        is_dotnet: false,
-        subsystem: o
-            .map(|o| pe_parts::subsystem_name(o.subsystem))
-            .unwrap_or("none")
-            .to_string(),
-        characteristics: pe_parts::characteristics(h.characteristics),
-        dll_characteristics: o
-            .map(|o| pe_parts::dll_characteristics(o.dll_characteristics))
-            .unwrap_or_default(),
-        entry_point: entry,
-        entry_section,
-        image_base: o.map(|o| o.image_base).unwrap_or(0),
-        size_of_image: o.map(|o| o.size_of_image).unwrap_or(0),
-        header_checksum: o.map(|o| o.check_sum).unwrap_or(0),
-        linker_version: o
-            .map(|o| format!("{}.{}", o.linker.0, o.linker.1))
-            .unwrap_or_default(),
-        os_version: o
-            .map(|o| format!("{}.{}", o.os_version.0, o.os_version.1))
-            .unwrap_or_default(),
-        timestamps,
-        imphash: None,
-        rich_header: None,
-        sections: parts.sections.then_some(sections),
-        import_count: 0,
-        imports: parts.imports.then_some(Vec::new()),
-        exports: None,
-        resources: parts.resources.then_some(Vec::new()),
-        version_info: BTreeMap::new(),
-        overlay: None,
-        pdb: None,
-        signature_size: 0,
-        tls_callbacks: 0,
-        anomalies,
-    })
-}
-
-fn entry_section(sections: &[PeSection], entry: u32) -> Option<String> {
-    sections
-        .iter()
-        .find(|s| {
-            entry >= s.virtual_address
-                && (entry as u64) < s.virtual_address as u64 + s.virtual_size.max(s.raw_size) as u64
-        })
+fn entry_section(sections: &[PeSection], map: &PeMap<'_>, entry: u32) -> Option<String> {
+    map.section_of(entry)
+        .and_then(|i| sections.get(i))
         .map(|s| s.name.clone())
 }
 
@@ -242,89 +204,144 @@ fn section_anomalies(sections: &[PeSection], anomalies: &mut Vec<String>) {
     }
 }
 
+/// The imports, delay imports, bound imports, their count and the imphash, when asked for.
+type Imports = (
+    Vec<ImportDll>,
+    usize,
+    Option<String>,
+    Vec<ImportDll>,
+    Vec<BoundImport>,
+);
+
+fn all_imports(map: &PeMap<'_>, budget: &Budget) -> Result<Imports, ToolError> {
+    let (imports, count, imphash) = pe_imports::imports(map, budget)?;
+    let delay = pe_imports::delay_imports(map, budget)?;
+    let bound = pe_imports::bound_imports(map, budget)?;
+    Ok((imports, count, imphash, delay, bound))
+}
+
 fn build(
-    b: &[u8],
-    pe: &PE<'_>,
+    map: &PeMap<'_>,
+    pe: Option<&PE<'_>>,
     parts: PeParts,
     budget: &Budget,
     mut anomalies: Vec<String>,
 ) -> Result<PeInfo, ToolError> {
-    let coff = &pe.header.coff_header;
-    let opt = pe.header.optional_header.as_ref();
-    let win = opt.map(|o| &o.windows_fields);
-    let std = opt.map(|o| &o.standard_fields);
-    let dirs = opt.map(|o| &o.data_directories);
-    let sections: Vec<PeSection> = pe
-        .sections
-        .iter()
-        .map(|s| pe_parts::section(b, s, budget))
+    let o = &map.optional;
+    let sections: Vec<PeSection> = (0..map.sections.len())
+        .map(|i| pe_parts::section(map, i, budget))
         .collect::<Result<_, _>>()?;
-    let entry_section = entry_section(&sections, pe.entry);
+    let entry_section = entry_section(&sections, map, o.entry);
+    let is_dll = map.characteristics & 0x2000 != 0;
 
     let mut timestamps = BTreeMap::new();
-    timestamps.insert("coff".to_string(), Stamp::new(coff.time_date_stamp));
-    if let Some(debug) = &pe.debug_data
+    timestamps.insert("coff".to_string(), Stamp::new(map.time_date_stamp));
+    if let Some(debug) = pe.and_then(|pe| pe.debug_data.as_ref())
         && let Some(first) = debug.entries().flatten().next()
     {
         timestamps.insert("debug".to_string(), Stamp::new(first.time_date_stamp));
     }
-    if let Some(e) = &pe.export_data {
-        timestamps.insert(
-            "export".to_string(),
-            Stamp::new(e.export_directory_table.time_date_stamp),
-        );
+    let exports = pe_exports::exports(map, parts.limit, budget)?;
+    if let Some((_, stamp)) = &exports {
+        timestamps.insert("export".to_string(), Stamp::new(*stamp));
     }
-    let resource_rva = dirs
-        .and_then(|d| d.get_resource_table())
-        .map(|d| d.virtual_address);
-    let resource_root = resource_rva.and_then(|rva| pe_parts::rva_to_offset(pe, rva));
+    let resource_root = map.directory(2).and_then(|(rva, _)| map.offset(rva));
     if let Some(root) = resource_root
-        && let Some(ts) = crate::common::le_u32(b, root + 4)
+        && let Some(ts) = crate::common::le_u32(map.b, root + 4)
     {
         timestamps.insert("resource".to_string(), Stamp::new(ts));
     }
 
-    let (imports, import_count, imphash) = if parts.imports {
-        pe_imports::imports(b, pe, budget).map_err(|e| {
+    let (imports, import_count, imphash, delay_imports, bound_imports) = if parts.imports {
+        all_imports(map, budget).map_err(|e| {
             let remediation = format!("{}; or call pe_info with imports=false", e.remediation);
             e.with_remediation(remediation)
         })?
     } else {
-        (Vec::new(), 0, None)
+        Default::default()
     };
-    let overlay = pe_parts::overlay(b, pe, budget)?;
-    let signature_size = dirs
-        .and_then(|d| d.get_certificate_table())
-        .map(|d| d.size)
-        .unwrap_or(0);
-    let tls_callbacks = pe.tls_data.as_ref().map(|t| t.callbacks.len()).unwrap_or(0);
+    let overlay = pe_parts::overlay(map, budget)?;
+    let signature_size = map.directory(4).map(|d| d.1).unwrap_or(0);
+    let tls_callback_addresses = pe_exports::tls_callbacks(map, budget)?;
     let resources = match resource_root {
-        Some(root) if parts.resources => pe_parts::resources(b, pe, root, parts.limit, budget)?,
+        Some(root) if parts.resources => pe_parts::resources(map, root, parts.limit, budget)?,
         _ => Vec::new(),
     };
+    let is_dotnet = map.directory(14).is_some() || pe.is_some_and(|pe| pe.clr_data.is_some());
 
-    if coff.time_date_stamp == 0 {
+    if map.time_date_stamp == 0 {
         anomalies.push("COFF timestamp is zero".to_string());
-    } else if coff.time_date_stamp > 4_102_444_800 {
+    } else if map.time_date_stamp > 4_102_444_800 {
         anomalies.push("COFF timestamp is after 2100".to_string());
     }
-    if entry_section.is_none() && pe.entry != 0 {
+    if entry_section.is_none() && o.entry != 0 {
         anomalies.push("entry point lies outside every section".to_string());
     }
+    if !tls_callback_addresses.is_empty() {
+        anomalies.push(format!(
+            "{} TLS callback(s) run before the entry point",
+            tls_callback_addresses.len()
+        ));
+    }
     section_anomalies(&sections, &mut anomalies);
-    if let Some(o) = &overlay
-        && o.size > 0
+    if let Some(ov) = &overlay
+        && ov.size > 0
         && signature_size == 0
     {
         anomalies.push(format!(
             "{} bytes of overlay after the last section",
-            o.size
+            ov.size
         ));
     }
-    if parts.imports && imports.is_empty() && !pe.is_lib && pe.clr_data.is_none() {
+    if parts.imports && imports.is_empty() && delay_imports.is_empty() && !is_dll && !is_dotnet {
         anomalies.push("no imports (packed, or resolves its API at run time?)".to_string());
     }
 
+    Ok(PeInfo {
+        machine: machine_name(map.machine).to_string(),
+        bits: if map.is_64 { 64 } else { 32 },
+        is_dll,
+        is_dotnet,
+        subsystem: pe_parts::subsystem_name(o.subsystem).to_string(),
+        characteristics: pe_parts::characteristics(map.characteristics),
+        dll_characteristics: pe_parts::dll_characteristics(o.dll_characteristics),
+        entry_point: o.entry,
+        entry_section,
+        image_base: o.image_base,
+        size_of_image: o.size_of_image,
+        header_checksum: o.check_sum,
+        linker_version: format!("{}.{}", o.linker.0, o.linker.1),
+        os_version: format!("{}.{}", o.os_version.0, o.os_version.1),
+        timestamps,
+        imphash,
+        rich_header: pe.and_then(pe_parts::rich),
+        sections: parts.sections.then_some(sections),
+        import_count,
+        imports: parts.imports.then_some(imports),
+        delay_imports: parts.imports.then_some(delay_imports),
+        bound_imports: parts.imports.then_some(bound_imports),
+        exports: if parts.exports {
+            exports.map(|e| e.0)
+        } else {
+            None
+        },
+        resources: parts.resources.then_some(resources),
+        version_info: pe.map(version_info).unwrap_or_default(),
+        overlay: if parts.overlay { overlay } else { None },
+        pdb: if parts.pdb {
+            pe.and_then(pe_parts::pdb)
+        } else {
+            None
+        },
+        signature_size,
+        tls_callbacks: tls_callback_addresses.len(),
+        tls_callback_addresses,
+        anomalies,
+    })
+}
+
+/// The version resource's strings, as goblin reads them.
+fn version_info(pe: &PE<'_>) -> BTreeMap<String, String> {
     let mut version_info = BTreeMap::new();
     if let Some(v) = pe
         .resource_data
@@ -348,55 +365,7 @@ fn build(
             }
         }
     }
-
-    Ok(PeInfo {
-        machine: machine_name(coff.machine).to_string(),
-        bits: if pe.is_64 { 64 } else { 32 },
-        is_dll: pe.is_lib,
-        is_dotnet: pe.clr_data.is_some() || dirs.and_then(|d| d.get_clr_runtime_header()).is_some(),
-        subsystem: win
-            .map(|w| pe_parts::subsystem_name(w.subsystem))
-            .unwrap_or("none")
-            .to_string(),
-        characteristics: pe_parts::characteristics(coff.characteristics),
-        dll_characteristics: win
-            .map(|w| pe_parts::dll_characteristics(w.dll_characteristics))
-            .unwrap_or_default(),
-        entry_point: pe.entry,
-        entry_section,
-        image_base: pe.image_base,
-        size_of_image: win.map(|w| w.size_of_image).unwrap_or(0),
-        header_checksum: win.map(|w| w.check_sum).unwrap_or(0),
-        linker_version: std
-            .map(|s| format!("{}.{}", s.major_linker_version, s.minor_linker_version))
-            .unwrap_or_default(),
-        os_version: win
-            .map(|w| {
-                format!(
-                    "{}.{}",
-                    w.major_operating_system_version, w.minor_operating_system_version
-                )
-            })
-            .unwrap_or_default(),
-        timestamps,
-        imphash,
-        rich_header: pe_parts::rich(pe),
-        sections: parts.sections.then_some(sections),
-        import_count,
-        imports: parts.imports.then_some(imports),
-        exports: if parts.exports {
-            pe_parts::exports(pe, parts.limit)
-        } else {
-            None
-        },
-        resources: parts.resources.then_some(resources),
-        version_info,
-        overlay: if parts.overlay { overlay } else { None },
-        pdb: if parts.pdb { pe_parts::pdb(pe) } else { None },
-        signature_size,
-        tls_callbacks,
-        anomalies,
-    })
+    version_info
 }
 
 fn yes() -> bool {

@@ -1,7 +1,7 @@
-//! The parts of pe_info: sections, imports and imphash, exports, resources, overlay, PDB, Rich
-//! header, and the flag names.
+//! The parts of pe_info: sections, resources, overlay, PDB, Rich header, and the flag names.
+//! Every offset comes from the loader's map ([`PeMap`]).
 
-use goblin::pe::{PE, section_table::SectionTable};
+use goblin::pe::PE;
 use maljan_server::ToolError;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -10,26 +10,33 @@ use crate::{
     budget::Budget,
     common::{le_u16, le_u32},
     identify::identify,
+    pe_map::{PeMap, section_name},
 };
 
+/// A section as its header writes it; its entropy is that of the bytes the loader reads for it
+/// (from its raw pointer rounded down, clipped to the file and its aligned virtual size).
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
 pub struct PeSection {
     pub name: String,
     pub virtual_address: u32,
     pub virtual_size: u32,
+    /// PointerToRawData as written.
     pub raw_offset: u32,
+    /// SizeOfRawData as written.
     pub raw_size: u32,
     pub entropy: f64,
     /// read, write, execute, code, initialized_data, uninitialized_data, discardable, shared.
     pub characteristics: Vec<String>,
 }
 
-pub fn section(b: &[u8], s: &SectionTable, budget: &Budget) -> Result<PeSection, ToolError> {
+/// Section `index` of the table, with the entropy of what the loader reads for it.
+pub(crate) fn section(
+    map: &PeMap<'_>,
+    index: usize,
+    budget: &Budget,
+) -> Result<PeSection, ToolError> {
     budget.items(1, "sections")?;
-    let start = (s.pointer_to_raw_data as usize).min(b.len());
-    let end = start
-        .saturating_add(s.size_of_raw_data as usize)
-        .min(b.len());
+    let s = &map.sections[index];
     let c = s.characteristics;
     let flags = [
         (0x0000_0020, "code"),
@@ -42,16 +49,12 @@ pub fn section(b: &[u8], s: &SectionTable, budget: &Budget) -> Result<PeSection,
         (0x8000_0000, "write"),
     ];
     Ok(PeSection {
-        name: s.real_name.clone().unwrap_or_else(|| {
-            String::from_utf8_lossy(&s.name)
-                .trim_end_matches('\0')
-                .to_string()
-        }),
+        name: section_name(s),
         virtual_address: s.virtual_address,
         virtual_size: s.virtual_size,
-        raw_offset: s.pointer_to_raw_data,
-        raw_size: s.size_of_raw_data,
-        entropy: budget.entropy(&b[start..end], "sections")?,
+        raw_offset: s.raw_pointer,
+        raw_size: s.raw_size,
+        entropy: budget.entropy(map.section_bytes(index), "sections")?,
         characteristics: flags
             .iter()
             .filter(|(bit, _)| c & bit != 0)
@@ -60,63 +63,10 @@ pub fn section(b: &[u8], s: &SectionTable, budget: &Budget) -> Result<PeSection,
     })
 }
 
+/// The file offset the loader reads `rva` from, over goblin's view (see
+/// [`crate::pe_map::goblin_offset`]); pe_info's own readers use [`PeMap::offset`].
 pub fn rva_to_offset(pe: &PE<'_>, rva: u32) -> Option<usize> {
-    let headers = pe
-        .header
-        .optional_header
-        .as_ref()
-        .map(|o| o.windows_fields.size_of_headers)
-        .unwrap_or(0);
-    if rva < headers {
-        return Some(rva as usize);
-    }
-    pe.sections.iter().find_map(|s| {
-        let size = s.virtual_size.max(s.size_of_raw_data);
-        (rva >= s.virtual_address && rva - s.virtual_address < size)
-            .then(|| (rva - s.virtual_address) as usize + s.pointer_to_raw_data as usize)
-    })
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
-pub struct ExportInfo {
-    /// The DLL name the export directory gives itself.
-    pub dll_name: Option<String>,
-    pub count: usize,
-    pub functions: Vec<ExportFn>,
-}
-
-#[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
-pub struct ExportFn {
-    pub name: Option<String>,
-    pub rva: u32,
-    /// `LIB.func` for a forwarded export.
-    pub forward: Option<String>,
-}
-
-pub fn exports(pe: &PE<'_>, limit: usize) -> Option<ExportInfo> {
-    if pe.exports.is_empty() && pe.export_data.is_none() {
-        return None;
-    }
-    let functions = pe
-        .exports
-        .iter()
-        .take(limit)
-        .map(|e| ExportFn {
-            name: e.name.map(str::to_string),
-            rva: e.rva as u32,
-            forward: e.reexport.as_ref().map(|r| match r {
-                goblin::pe::export::Reexport::DLLName { export, lib } => format!("{lib}.{export}"),
-                goblin::pe::export::Reexport::DLLOrdinal { ordinal, lib } => {
-                    format!("{lib}.#{ordinal}")
-                }
-            }),
-        })
-        .collect();
-    Some(ExportInfo {
-        dll_name: pe.name.map(str::to_string),
-        count: pe.exports.len(),
-        functions,
-    })
+    crate::pe_map::goblin_offset(pe, rva)
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
@@ -128,30 +78,18 @@ pub struct Overlay {
     pub kind: String,
 }
 
-pub fn overlay(b: &[u8], pe: &PE<'_>, budget: &Budget) -> Result<Option<Overlay>, ToolError> {
-    let headers = pe
-        .header
-        .optional_header
-        .as_ref()
-        .map(|o| o.windows_fields.size_of_headers as u64)
-        .unwrap_or(0);
-    let end = pe
-        .sections
-        .iter()
-        .filter(|s| s.size_of_raw_data > 0)
-        .map(|s| u64::from(s.pointer_to_raw_data) + u64::from(s.size_of_raw_data))
-        .max()
-        .unwrap_or(headers);
-    let len = b.len() as u64;
-    if end >= len {
+/// The data after what the headers describe (see [`PeMap::overlay_start`]).
+pub(crate) fn overlay(map: &PeMap<'_>, budget: &Budget) -> Result<Option<Overlay>, ToolError> {
+    let Some(end) = map.overlay_start() else {
         return Ok(None);
-    }
+    };
+    let b = map.b;
     let data = &b[end as usize..];
     let head = &data[..data.len().min(1 << 20)];
     budget.scan(head.len(), "overlay")?;
     Ok(Some(Overlay {
         offset: end,
-        size: len - end,
+        size: b.len() as u64 - end,
         entropy: budget.entropy(data, "overlay")?,
         kind: identify(head).kind,
     }))
@@ -260,16 +198,15 @@ fn resource_type_name(id: u32) -> String {
 /// Walks the resource tree (type / name / language) from its root's file offset; every entry and
 /// every byte of resource data read is charged to `budget` (a hostile tree points many entries at
 /// one directory or one large blob).
-pub fn resources(
-    b: &[u8],
-    pe: &PE<'_>,
+pub(crate) fn resources(
+    map: &PeMap<'_>,
     root: usize,
     limit: usize,
     budget: &Budget,
 ) -> Result<Vec<PeResource>, ToolError> {
     let mut tree = ResourceTree {
-        b,
-        pe,
+        b: map.b,
+        map,
         root,
         limit,
         budget,
@@ -282,7 +219,7 @@ pub fn resources(
 
 struct ResourceTree<'a, 'b> {
     b: &'a [u8],
-    pe: &'a PE<'a>,
+    map: &'a PeMap<'a>,
     root: usize,
     limit: usize,
     budget: &'a Budget<'b>,
@@ -336,7 +273,7 @@ impl ResourceTree<'_, '_> {
     }
 
     fn leaf(&mut self, rva: u32, size: u32) -> Result<(), ToolError> {
-        let offset = rva_to_offset(self.pe, rva);
+        let offset = self.map.offset(rva);
         let data = offset.and_then(|o| self.b.get(o..o.saturating_add(size as usize)));
         let r#type = match self.path.first() {
             Some((Some(id), _)) => resource_type_name(*id),
