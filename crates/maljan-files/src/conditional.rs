@@ -79,7 +79,9 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             "FA_if_exists",
             "Run the `then` actions when a path exists, else the `else_` actions.",
             3600,
-        ),
+        )
+        // It reaches beyond the host (it connects, or runs what may).
+        .open_world(),
         move |ctx: ToolContext, a: IfExistsArgs| {
             let c = c.clone();
             async move {
@@ -95,7 +97,9 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             "FA_if_newer",
             "Run the `then` actions when a path was modified after a reference path, else `else_`.",
             3600,
-        ),
+        )
+        // It reaches beyond the host (it connects, or runs what may).
+        .open_world(),
         move |ctx: ToolContext, a: IfNewerArgs| {
             let c = c.clone();
             async move {
@@ -119,7 +123,9 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             "FA_if_size_gt",
             "Run the `then` actions when a file is larger than bytes_threshold, else `else_`.",
             3600,
-        ),
+        )
+        // It reaches beyond the host (it connects, or runs what may).
+        .open_world(),
         move |ctx: ToolContext, a: IfSizeArgs| {
             let c = c.clone();
             async move {

@@ -74,7 +74,9 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             "FA_execute_action_dag",
             "Run actions as a dependency graph: each node starts when its depends_on have finished, independent ones in parallel.",
             3600,
-        ),
+        )
+            // It reaches beyond the host (it connects, or runs what may).
+            .open_world(),
         move |ctx: ToolContext, a: DagArgs| {
             let c = c.clone();
             async move { run_dag(&c, &ctx, a).await }

@@ -352,7 +352,9 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
 
     let c = cfg.clone();
     reg.add(
-        meta("FA_execute_action", "Run an action list in order; each action's result or error is recorded and the list goes on.", 3600),
+        meta("FA_execute_action", "Run an action list in order; each action's result or error is recorded and the list goes on.", 3600)
+            // It reaches beyond the host (it connects, or runs what may).
+            .open_world(),
         move |ctx: ToolContext, a: ExecuteArgs| {
             let c = c.clone();
             async move {
@@ -368,7 +370,9 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
 
     let c = cfg.clone();
     reg.add(
-        meta("FA_execute_action_parallel", "Run independent actions concurrently (max_workers at a time); results keep list order.", 3600),
+        meta("FA_execute_action_parallel", "Run independent actions concurrently (max_workers at a time); results keep list order.", 3600)
+            // It reaches beyond the host (it connects, or runs what may).
+            .open_world(),
         move |ctx: ToolContext, a: ParallelArgs| {
             let c = c.clone();
             async move {
@@ -418,7 +422,9 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             "FA_execute_files",
             "Run the action list stored in each JSON file, in order.",
             3600,
-        ),
+        )
+        // It reaches beyond the host (it connects, or runs what may).
+        .open_world(),
         move |ctx: ToolContext, a: FilesArgs| {
             let c = c.clone();
             async move {

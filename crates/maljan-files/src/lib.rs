@@ -84,6 +84,26 @@ pub struct FilesConfig {
     /// What automation-file's semantic tools (file_read, storage_copy, pipeline_run, ...) may
     /// reach and change; by default nothing (no root).
     pub semantic: SemanticPolicy,
+    /// How much of the audit trail is kept (`--audit-max-rows`, `--audit-max-age-days`).
+    pub audit: AuditRetention,
+}
+
+/// How much of the audit trail the server keeps: at most `max_rows` records, none older than
+/// `max_age`; older ones are deleted as new ones are written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditRetention {
+    pub max_rows: u64,
+    pub max_age: std::time::Duration,
+}
+
+impl Default for AuditRetention {
+    /// 100 000 records (tens of MB at most) and 30 days.
+    fn default() -> Self {
+        Self {
+            max_rows: 100_000,
+            max_age: std::time::Duration::from_secs(30 * 24 * 3600),
+        }
+    }
 }
 
 impl FilesConfig {
@@ -99,6 +119,7 @@ impl FilesConfig {
             state_dir: None,
             automation: AutomationConfig::default(),
             semantic: SemanticPolicy::default(),
+            audit: AuditRetention::default(),
         }
     }
 }
@@ -156,7 +177,7 @@ pub fn registry_with_clock(config: FilesConfig, clock: Arc<dyn Clock>) -> Regist
         automation: automation::Automation::new(clock),
         notifier: notify::Notifier::new(config.automation.notify.clone()),
         shell_env: config.automation.shell_env,
-        audit: Default::default(),
+        audit: audit::Audit::new(config.audit),
         progress: Default::default(),
         params: Default::default(),
         semantic: semantic::Semantic::new(config.semantic),
@@ -208,5 +229,6 @@ pub fn registry_with_clock(config: FilesConfig, clock: Arc<dyn Clock>) -> Regist
         })
         .collect();
     let _ = cfg.params.set(params);
+    audit::learn_secrets(&cfg, &reg);
     reg
 }

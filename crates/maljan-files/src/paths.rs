@@ -343,7 +343,7 @@ pub(crate) fn rooted_at(dir: &Path) -> Config {
         automation: crate::automation::Automation::new(std::sync::Arc::new(crate::SystemClock)),
         shell_env: Vec::new(),
         notifier: crate::notify::Notifier::new(Default::default()),
-        audit: Default::default(),
+        audit: crate::audit::Audit::new(Default::default()),
         progress: Default::default(),
         semantic: crate::semantic::Semantic::new(Default::default()),
         params: Default::default(),

@@ -199,6 +199,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
              (inside the roots), with PATH and the variables the operator allows. Returns \
              returncode, stdout and stderr (1 MiB each at most); check=true fails on a non-zero exit.",
         )
+            // It reaches beyond the host (it connects, or runs what may).
+            .open_world()
         .title("Run a program")
         .destructive()
         .not_idempotent()

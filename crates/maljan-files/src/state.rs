@@ -78,17 +78,41 @@ fn open(dir: Option<&Path>) -> Result<Connection, String> {
                 .create(dir)
                 .map_err(|e| format!("cannot create the state directory {}: {e}", dir.display()))?;
             let path = dir.join(FILE_NAME);
+            private_files(&path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
             let conn = Connection::open(&path)
                 .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
             // Before the first statement: servers sharing a state directory wait for each
             // other's locks instead of failing at once.
             conn.busy_timeout(BUSY_WAIT).map_err(|e| e.to_string())?;
             use_wal(&conn).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+            private_files(&path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
             conn
         }
     };
     migrate(&mut conn).map_err(|e| format!("state database migration: {e}"))?;
     Ok(conn)
+}
+
+/// Makes the database at `path` (created empty if missing) and its `-wal` and `-shm` files
+/// readable by the owner only (0600): they hold the audit trail and the automation's actions.
+/// SQLite gives the `-wal` and `-shm` files it creates the database's own mode, so creating the
+/// database 0600 keeps them private too; files an older version left 0644 are narrowed here.
+pub(crate) fn private_files(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)?;
+    for suffix in ["", "-wal", "-shm"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        match std::fs::set_permissions(&name, std::fs::Permissions::from_mode(0o600)) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            done => done?,
+        }
+    }
+    Ok(())
 }
 
 /// How long a statement waits for another connection's lock before it fails.
@@ -107,7 +131,12 @@ pub(crate) fn use_wal(conn: &Connection) -> rusqlite::Result<()> {
             {
                 std::thread::sleep(std::time::Duration::from_millis(10));
             }
-            done => return done,
+            // In WAL mode NORMAL loses no committed transaction when the process dies, only
+            // (at worst) the last ones on a power loss, and spares a sync per commit.
+            done => {
+                done?;
+                return conn.pragma_update(None, "synchronous", "NORMAL");
+            }
         }
     }
 }

@@ -46,6 +46,8 @@ pub(crate) fn register(reg: &mut Registry, _cfg: &Arc<Config>) {
             "FA_tracing_init",
             "Start OpenTelemetry export (traces and metrics, OTLP) under a service name and resource attributes; the collector is the operator's OTEL_EXPORTER_OTLP_ENDPOINT.",
         )
+            // It reaches beyond the host (it connects, or runs what may).
+            .open_world()
         .probe(Probe::env(
             maljan_telemetry::ENDPOINT_VAR,
             "start the server with OTEL_EXPORTER_OTLP_ENDPOINT set to an OTLP/HTTP collector (e.g. http://127.0.0.1:4318)",

@@ -62,6 +62,12 @@ pub struct PolicyArgs {
     /// trail, in files.sqlite3 (files). Default: <data dir>/files-state.
     #[arg(long, value_name = "DIR", env = "MALJAN_STATE_DIR")]
     pub state_dir: Option<PathBuf>,
+    /// The most audit records the files server keeps; older ones are deleted as new ones come.
+    #[arg(long, default_value_t = 100_000, value_name = "N")]
+    pub audit_max_rows: u64,
+    /// The oldest audit record the files server keeps, in days.
+    #[arg(long, default_value_t = 30, value_name = "DAYS")]
+    pub audit_max_age_days: u64,
     /// The notification sinks FA_notify_* deliver to (TOML: `[sinks.NAME]` tables of type
     /// webhook, slack, email, telegram, discord, teams or pagerduty; secrets inline, `_file` or
     /// `_env`) (files). Read once at start-up.
@@ -314,6 +320,12 @@ pub fn build_server(
                 shell_env: policy.shell_env.clone(),
             },
             semantic: policy.semantic.policy(&policy.roots),
+            audit: maljan_files::AuditRetention {
+                max_rows: policy.audit_max_rows,
+                max_age: std::time::Duration::from_secs(
+                    policy.audit_max_age_days.saturating_mul(24 * 3600),
+                ),
+            },
         }),
         BuiltIn::Analysis => maljan_analysis::registry(maljan_analysis::AnalysisConfig {
             roots,
@@ -490,6 +502,8 @@ mod tests {
             max_expansion_ratio: 200,
             storage_config: None,
             state_dir: None,
+            audit_max_rows: 100_000,
+            audit_max_age_days: 30,
             notify_config: None,
             shell_env: Vec::new(),
             rules_dir: None,

@@ -1,9 +1,12 @@
 //! The audit trail (FA_audit_configure, _search, _count, _purge): every tool call the server
 //! runs, top-level or nested in an action list, is recorded by a call observer — tool, outcome
 //! (ok, or the error code), duration, correlation id, and the arguments with every secret
-//! redacted (`redact`). Records go to the state database (or, after FA_audit_configure, to the
-//! SQLite file it names inside the roots) from a writer thread of their own, batched, so a call
-//! never waits on the disk; a search first waits for what is queued to be written.
+//! redacted (`redact`: by the tools' schemas and by name). Records go to the state database
+//! (or, after FA_audit_configure, to the SQLite file it names inside the roots; either 0600)
+//! through a channel to a writer thread of their own, which gathers what comes within
+//! [`LINGER`] into one transaction (group commit), so a call never waits on the disk; a search
+//! first waits for what is queued to be written. Each transaction also applies the retention
+//! ([`crate::AuditRetention`]: at most so many records, none older than so many days).
 //!
 //! A failed call is also published to the notification routes as an `action.failed` event.
 
@@ -55,6 +58,11 @@ CREATE INDEX IF NOT EXISTS audit_records_correlation ON audit_records (correlati
 /// waits for the trail).
 const QUEUE: usize = 65_536;
 const KEY_DB_PATH: &str = "audit.db_path";
+/// How long the writer waits for more records after the first of a batch: one transaction per
+/// this much time on a busy server instead of one per call (a flush ends the wait).
+const LINGER: Duration = Duration::from_millis(20);
+/// The most records one transaction writes.
+const MAX_BATCH: usize = 4096;
 
 /// One record, as written.
 struct Record {
@@ -75,7 +83,6 @@ enum Msg {
 }
 
 /// The server's audit trail: where it is kept and the writer's queue.
-#[derive(Default)]
 pub(crate) struct Audit {
     queue: Mutex<Option<mpsc::SyncSender<Msg>>>,
     /// None: not read yet; Some(None): the state database; Some(Some(p)): a configured file.
@@ -84,6 +91,25 @@ pub(crate) struct Audit {
     /// The redacted arguments and parent of each call in flight, by call id.
     pending: Mutex<HashMap<u64, (Value, Option<u64>)>>,
     dropped: AtomicU64,
+    /// How much of the trail is kept.
+    pub(crate) retention: crate::AuditRetention,
+    /// Every argument name a tool's input schema marks secret (`writeOnly`), at any depth:
+    /// redacted wherever it appears, the arguments of nested action lists included.
+    pub(crate) secret_fields: std::sync::OnceLock<std::collections::HashSet<String>>,
+}
+
+impl Audit {
+    pub(crate) fn new(retention: crate::AuditRetention) -> Self {
+        Self {
+            queue: Mutex::default(),
+            path: Mutex::default(),
+            file: Mutex::default(),
+            pending: Mutex::default(),
+            dropped: AtomicU64::default(),
+            retention,
+            secret_fields: Default::default(),
+        }
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -127,6 +153,15 @@ pub(crate) fn with_db<T>(
 }
 
 fn open_file(path: &std::path::Path) -> Result<Connection, ToolError> {
+    let private = || {
+        crate::state::private_files(path).map_err(|e| {
+            ToolError::tool_failed(format!(
+                "cannot open the audit database {}: {e}",
+                path.display()
+            ))
+        })
+    };
+    private()?;
     let conn = Connection::open(path).map_err(|e| {
         ToolError::tool_failed(format!(
             "cannot open the audit database {}: {e}",
@@ -140,10 +175,15 @@ fn open_file(path: &std::path::Path) -> Result<Connection, ToolError> {
     };
     setup()
         .map_err(|e| ToolError::tool_failed(format!("audit database {}: {e}", path.display())))?;
+    private()?;
     Ok(conn)
 }
 
-fn write(conn: &mut Connection, records: &[Box<Record>]) -> rusqlite::Result<()> {
+fn write(
+    conn: &mut Connection,
+    records: &[Box<Record>],
+    retention: &crate::AuditRetention,
+) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;
     {
         let mut insert = tx.prepare_cached(
@@ -166,7 +206,24 @@ fn write(conn: &mut Connection, records: &[Box<Record>]) -> rusqlite::Result<()>
             ])?;
         }
     }
+    retain(&tx, retention)?;
     tx.commit()
+}
+
+/// Deletes what the retention no longer keeps: records older than its age, and the oldest
+/// beyond its count (`seq` only grows, and only the oldest are ever deleted, so the newest
+/// `max_rows` are those above the highest `seq` minus `max_rows`). Both are index lookups.
+fn retain(conn: &Connection, retention: &crate::AuditRetention) -> rusqlite::Result<()> {
+    let age = i64::try_from(retention.max_age.as_micros()).unwrap_or(i64::MAX);
+    let cutoff = chrono::Utc::now().timestamp_micros().saturating_sub(age);
+    conn.prepare_cached("DELETE FROM audit_records WHERE ts_us < ?1")?
+        .execute([cutoff])?;
+    let rows = i64::try_from(retention.max_rows).unwrap_or(i64::MAX);
+    conn.prepare_cached(
+        "DELETE FROM audit_records WHERE seq <= (SELECT MAX(seq) FROM audit_records) - ?1",
+    )?
+    .execute([rows])?;
+    Ok(())
 }
 
 /// The writer: takes what is queued, writes it in one transaction, answers flushes. Holds the
@@ -175,16 +232,35 @@ fn writer(cfg: Weak<Config>, rx: mpsc::Receiver<Msg>) {
     while let Ok(first) = rx.recv() {
         let mut records = Vec::new();
         let mut flushes = Vec::new();
-        let more = std::iter::from_fn(|| rx.try_recv().ok()).take(1024);
-        for msg in std::iter::once(first).chain(more) {
-            match msg {
-                Msg::Record(r) => records.push(r),
-                Msg::Flush(done) => flushes.push(done),
+        let mut take = |msg| match msg {
+            Msg::Record(r) => records.push(r),
+            Msg::Flush(done) => flushes.push(done),
+        };
+        take(first);
+        // Group commit: the batch gathers what comes within LINGER, unless someone waits.
+        let until = std::time::Instant::now() + LINGER;
+        let mut taken = 1;
+        while taken < MAX_BATCH {
+            let wait = until.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(wait) {
+                Ok(msg) => {
+                    let flush = matches!(msg, Msg::Flush(_));
+                    take(msg);
+                    taken += 1;
+                    if flush {
+                        break;
+                    }
+                }
+                Err(_) => break,
             }
+        }
+        // And what is queued already, without waiting.
+        for msg in std::iter::from_fn(|| rx.try_recv().ok()).take(MAX_BATCH) {
+            take(msg);
         }
         let Some(cfg) = cfg.upgrade() else { return };
         if !records.is_empty()
-            && let Err(e) = with_db(&cfg, |c| write(c, &records))
+            && let Err(e) = with_db(&cfg, |c| write(c, &records, &cfg.audit.retention))
         {
             tracing::warn!("the audit trail could not be written: {}", e.message);
         }
@@ -228,7 +304,8 @@ struct AuditObserver(Arc<Config>);
 
 impl CallObserver for AuditObserver {
     fn started(&self, call: &CallStart<'_>) {
-        let args = redact::arguments(call.arguments);
+        let secret = self.0.audit.secret_fields.get();
+        let args = redact::arguments(call.arguments, secret);
         lock(&self.0.audit.pending).insert(call.id, (args, call.parent));
     }
 
@@ -281,6 +358,16 @@ impl CallObserver for AuditObserver {
 pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
     reg.observe(Arc::new(AuditObserver(cfg.clone())));
     query::register(reg, cfg);
+}
+
+/// Learns which argument names the registry's tools mark secret (`writeOnly` in their input
+/// schemas, at any depth); called once the registry holds every tool.
+pub(crate) fn learn_secrets(cfg: &Config, reg: &Registry) {
+    let mut names = std::collections::HashSet::new();
+    for t in reg.tools() {
+        redact::write_only_names(&Value::Object(t.input_schema.clone()), &mut names);
+    }
+    let _ = cfg.audit.secret_fields.set(names);
 }
 
 /// FA_audit_configure: keep the trail in `db_path` (inside the roots) from now on; the choice

@@ -1,10 +1,11 @@
-//! What of a call's arguments the trail may keep: every value under a key that names a secret
-//! (password, token, secret, key, credential, auth, cookie, passphrase, signature…), every
-//! value of a `*_later_init` key (automation-file's deferred credentials), and the credentials
-//! and query of every URL, are replaced by `<redacted>` — at any depth, so the arguments of the
-//! calls inside an action list are redacted too.
+//! What of a call's arguments the trail may keep: every value under a key that a tool's schema
+//! marks secret (`writeOnly`: an Azure `connection_string`, a drive's `access_token`), or that
+//! names a secret (password, token, secret, key, credential, auth, cookie, passphrase,
+//! signature…), every value of a `*_later_init` key (automation-file's deferred credentials),
+//! and the credentials and query of every URL, are replaced by `<redacted>` — at any depth, so
+//! the arguments of the calls inside an action list are redacted too.
 
-use std::sync::LazyLock;
+use std::{collections::HashSet, sync::LazyLock};
 
 use serde_json::{Map, Value};
 
@@ -57,10 +58,10 @@ pub(crate) fn text(text: &str) -> String {
         .into_owned()
 }
 
-fn value(v: &Value) -> Value {
+fn value(v: &Value, marked: Option<&HashSet<String>>) -> Value {
     match v {
-        Value::Object(map) => Value::Object(object(map)),
-        Value::Array(items) => Value::Array(items.iter().map(value).collect()),
+        Value::Object(map) => Value::Object(object(map, marked)),
+        Value::Array(items) => Value::Array(items.iter().map(|i| value(i, marked)).collect()),
         Value::String(s) if s.len() > MAX_STRING => {
             let mut end = KEPT_PREFIX;
             while !s.is_char_boundary(end) {
@@ -73,22 +74,44 @@ fn value(v: &Value) -> Value {
     }
 }
 
-fn object(map: &Map<String, Value>) -> Map<String, Value> {
+fn object(map: &Map<String, Value>, marked: Option<&HashSet<String>>) -> Map<String, Value> {
     map.iter()
         .map(|(k, v)| {
-            let kept = if secret_key(k) && !v.is_null() {
+            let secret = secret_key(k) || marked.is_some_and(|m| m.contains(k));
+            let kept = if secret && !v.is_null() {
                 Value::String(REDACTED.into())
             } else {
-                value(v)
+                value(v, marked)
             };
             (k.clone(), kept)
         })
         .collect()
 }
 
-/// The arguments as the trail keeps them.
-pub(crate) fn arguments(args: &Map<String, Value>) -> Value {
-    Value::Object(object(args))
+/// The arguments as the trail keeps them; `marked` are the names the tools' schemas mark secret.
+pub(crate) fn arguments(args: &Map<String, Value>, marked: Option<&HashSet<String>>) -> Value {
+    Value::Object(object(args, marked))
+}
+
+/// Adds to `names` every property name `schema` marks `writeOnly`, at any depth (nested
+/// objects, array items, `$defs`, `anyOf` branches).
+pub(crate) fn write_only_names(schema: &Value, names: &mut HashSet<String>) {
+    match schema {
+        Value::Object(map) => {
+            if let Some(Value::Object(props)) = map.get("properties") {
+                for (name, prop) in props {
+                    if prop.get("writeOnly").and_then(Value::as_bool) == Some(true) {
+                        names.insert(name.clone());
+                    }
+                }
+            }
+            for v in map.values() {
+                write_only_names(v, names);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|i| write_only_names(i, names)),
+        _ => {}
+    }
 }
 
 /// The file or object a call was about, from its (redacted) arguments.
@@ -114,7 +137,7 @@ mod tests {
             "connection_later_init": {"user": "u", "pw": "p"},
             "action_list": [["FA_s3_upload", {"aws_secret_access_key": "S3SECRET", "file_url": "https://u:pw@host.example/x?sig=QUERYSECRET"}]],
         });
-        let kept = arguments(args.as_object().unwrap()).to_string();
+        let kept = arguments(args.as_object().unwrap(), None).to_string();
         for secret in [
             "hunter2",
             "K-123",
@@ -130,15 +153,38 @@ mod tests {
             "{kept}"
         );
         assert_eq!(
-            resource(&arguments(args.as_object().unwrap())).as_deref(),
+            resource(&arguments(args.as_object().unwrap(), None)).as_deref(),
             Some("/data/a.txt")
         );
     }
 
     #[test]
+    fn a_field_a_schema_marks_secret_is_redacted_wherever_it_appears() {
+        let schema = json!({"type": "object", "properties": {
+            "container": {"type": "string"},
+            "connection_string": {"type": "string", "writeOnly": true},
+            "nested": {"type": "object", "properties": {"pin": {"type": "string", "writeOnly": true}}},
+        }});
+        let mut marked = HashSet::new();
+        write_only_names(&schema, &mut marked);
+        assert_eq!(marked.len(), 2, "{marked:?}");
+        let args = json!({
+            "container": "c",
+            "connection_string": "AccountName=a;SharedAccessSignature=CONNSECRET",
+            "action_list": [["FA_x", {"nested": {"pin": "PINSECRET"}}]],
+        });
+        let kept = arguments(args.as_object().unwrap(), Some(&marked)).to_string();
+        assert!(
+            !kept.contains("CONNSECRET") && !kept.contains("PINSECRET"),
+            "{kept}"
+        );
+        assert!(kept.contains("\"container\":\"c\""), "{kept}");
+    }
+
+    #[test]
     fn long_strings_are_kept_as_a_prefix_and_a_length() {
         let big = "é".repeat(5000);
-        let kept = arguments(json!({"content_b64": big}).as_object().unwrap());
+        let kept = arguments(json!({"content_b64": big}).as_object().unwrap(), None);
         let kept = kept["content_b64"].as_str().unwrap();
         assert!(
             kept.len() < 300 && kept.ends_with("…[10000 bytes]"),
@@ -151,7 +197,7 @@ mod tests {
         #[test]
         fn a_secret_key_keeps_nothing(word in prop::sample::select(SECRET_WORDS.to_vec()), secret in "[A-Za-z0-9]{8,20}") {
             let args = json!({format!("my_{word}"): {"nested": secret.clone()}, "list": [{word: secret.clone()}]});
-            let kept = arguments(args.as_object().unwrap()).to_string();
+            let kept = arguments(args.as_object().unwrap(), None).to_string();
             prop_assert!(!kept.contains(&secret), "{}", kept);
         }
 

@@ -23,6 +23,7 @@ use crate::Config;
 
 pub(crate) mod cron;
 pub(crate) mod definition;
+pub(crate) mod limits;
 pub(crate) mod pipeline;
 pub(crate) mod schedule;
 pub(crate) mod scheduler;
@@ -118,6 +119,8 @@ pub(crate) struct Automation {
     handle: OnceLock<ServerHandle>,
     pub(crate) scheduler: scheduler::Scheduler,
     pub(crate) watches: watch_fs::Watches,
+    /// The rate limit per schedule and watch, and the loops already recorded.
+    pub(crate) limits: limits::Limits,
 }
 
 impl Automation {
@@ -127,6 +130,7 @@ impl Automation {
             handle: OnceLock::new(),
             scheduler: Default::default(),
             watches: Default::default(),
+            limits: Default::default(),
         }
     }
 

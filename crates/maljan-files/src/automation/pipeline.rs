@@ -114,6 +114,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
     let c = cfg.clone();
     reg.add(
         ToolMeta::new("FA_pipeline_run", "Run a pipeline definition (a mapping or a JSON/YAML file) and return the run; each task is recorded as it ends, so FA_pipeline_resume can finish a run cut short.")
+            // It reaches beyond the host (it connects, or runs what may).
+            .open_world()
             .destructive()
             .not_idempotent()
             .timeout_s(3600),
@@ -189,6 +191,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             "FA_pipeline_resume",
             "Continue a recorded run: keep the tasks that succeeded and run the rest.",
         )
+        // It reaches beyond the host (it connects, or runs what may).
+        .open_world()
         .destructive()
         .not_idempotent()
         .timeout_s(3600),
@@ -252,8 +256,16 @@ pub(crate) async fn run_new(
     d: Value,
     params: Map<String, Value>,
 ) -> Result<RunOut, ToolError> {
+    // Inside the caller's call, but a run of its own: a pipeline that runs itself again,
+    // directly or through a schedule or another pipeline, is refused as the loop it is.
+    let ctx = &ctx.within(&origin_of(&d))?;
     let (run_id, params) = record_new(c, ctx, &d, params).await?;
     execute_recorded(c, ctx, &run_id, &d, params).await
+}
+
+/// How a run of the pipeline `d` is named among a call's origins.
+pub(crate) fn origin_of(d: &Value) -> String {
+    format!("pipeline:{}", d["name"].as_str().unwrap_or_default())
 }
 
 /// Records a new run of a valid definition, every task pending; returns its run_id and its
@@ -308,6 +320,7 @@ async fn resume(
     d: Value,
 ) -> Result<RunOut, ToolError> {
     checked(ctx, &d)?;
+    let ctx = &ctx.within(&origin_of(&d))?;
     let Some(before) = read_run(c, run_id).await? else {
         return Err(ToolError::bad_argument(format!("unknown run '{run_id}'")));
     };

@@ -169,6 +169,7 @@ const STATES: &[&str] = &[
     "skipped",
     "timeout",
     "cancelled",
+    "refused",
 ];
 
 pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
@@ -181,7 +182,9 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
     let reader = |name: &str, desc: &str| ToolMeta::new(name, desc).timeout_s(60);
     let c = cfg.clone();
     reg.add(
-        writer("FA_schedule_add", "Run an action list on a cron expression (5 fields or an @alias, in a time zone), kept across server restarts."),
+        writer("FA_schedule_add", "Run an action list on a cron expression (5 fields or an @alias, in a time zone), kept across server restarts.")
+            // It reaches beyond the host (it connects, or runs what may).
+            .open_world(),
         move |ctx: ToolContext, a: AddArgs| {
             let c = c.clone();
             async move {
@@ -193,7 +196,9 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
     );
     let c = cfg.clone();
     reg.add(
-        writer("FA_schedule_job", "Register an action list as a job with cron triggers (or none: run it with FA_schedule_run)."),
+        writer("FA_schedule_job", "Register an action list as a job with cron triggers (or none: run it with FA_schedule_run).")
+            // It reaches beyond the host (it connects, or runs what may).
+            .open_world(),
         move |ctx: ToolContext, mut a: JobArgs| {
             let c = c.clone();
             async move {
@@ -204,7 +209,9 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
     );
     let c = cfg.clone();
     reg.add(
-        writer("FA_schedule_pipeline", "Register a pipeline definition as a job, on the schedule it declares plus any triggers given."),
+        writer("FA_schedule_pipeline", "Register a pipeline definition as a job, on the schedule it declares plus any triggers given.")
+            // It reaches beyond the host (it connects, or runs what may).
+            .open_world(),
         move |ctx: ToolContext, a: PipelineArgs| {
             let c = c.clone();
             async move {
@@ -259,13 +266,15 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             "FA_schedule_run",
             "Fire a job now, by hand; returns the run's record (skipped if it overlaps).",
         )
+        // It reaches beyond the host (it connects, or runs what may).
+        .open_world()
         // The call waits for the run, which its job's own timeout bounds.
         .timeout_s(3600),
-        move |_ctx, a: NameArgs| {
+        move |ctx: ToolContext, a: NameArgs| {
             let c = c.clone();
             async move {
                 let spec = load_job(&c, &a.name).await?;
-                fire(&c, spec, None, "manual").await
+                fire(&c, spec, None, "manual", Some(&ctx)).await
             }
         },
     );

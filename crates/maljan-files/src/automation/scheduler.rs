@@ -51,7 +51,8 @@ pub(crate) struct RunRecord {
     trigger: String,
     /// actions or pipeline.
     target: String,
-    /// started, completed, failed, skipped, timeout or cancelled.
+    /// started, completed, failed, skipped, timeout, cancelled or refused (a loop, too deep, or
+    /// fired too often: `error` says which).
     state: String,
     /// The due time it fired for (none for a manual run).
     scheduled_at: Option<String>,
@@ -111,11 +112,17 @@ pub(super) async fn cancel(c: &Arc<Config>, name: &str) -> Result<Vec<RunRecord>
 }
 
 /// Fires `spec` once: records the run and starts it, or records it skipped when it overlaps.
+/// `parent` is the call that fired it (FA_schedule_run), None for the timer: the run counts
+/// one level deeper than that call and carries its origins, so a job that fires itself,
+/// directly or through other jobs, watches or pipelines, is refused — and so is a job fired
+/// more often than [`super::limits::RUNS_PER_WINDOW`] times a minute. A refusal is returned as
+/// the error and recorded once as a `refused` run.
 pub(super) async fn fire(
     c: &Arc<Config>,
     spec: JobSpec,
     scheduled: Option<DateTime<Utc>>,
     trigger: &str,
+    parent: Option<&ToolContext>,
 ) -> Result<RunRecord, ToolError> {
     let handle = c.automation.handle()?.clone();
     if handle.stopped().is_cancelled() {
@@ -126,6 +133,35 @@ pub(super) async fn fire(
     let run_id = uuid::Uuid::new_v4().simple().to_string();
     let started = c.automation.clock.now();
     let token = handle.stopped().child_token();
+    let origin = format!("schedule:{}", spec.name);
+    let admitted = handle
+        .context_for(parent, &origin, token.clone())
+        .map_err(|e| (c.automation.limits.first_loop(&e.message), e))
+        .and_then(|ctx| c.automation.limits.admit(&origin, started).map(|()| ctx));
+    let ctx = match admitted {
+        Ok(ctx) => ctx,
+        Err((first, e)) => {
+            if first {
+                let row = RunRecord {
+                    run_id,
+                    job: spec.name.clone(),
+                    trigger: trigger.to_string(),
+                    target: spec.target_name().to_string(),
+                    state: "refused".into(),
+                    scheduled_at: scheduled.map(iso),
+                    started_at: iso(started),
+                    finished_at: Some(iso(started)),
+                    duration_ms: Some(0),
+                    error: Some(e.message.clone()),
+                    reason: Some(e.remediation.clone()),
+                };
+                insert_run(c, row).await?;
+            }
+            return Err(e);
+        }
+    };
+    let reason =
+        (ctx.origin().len() > 1).then(|| format!("started by {}", ctx.origin().join(" → ")));
     let overlapping = {
         let mut live = c.automation.scheduler.live();
         let runs = live.entry(spec.name.clone()).or_default();
@@ -146,23 +182,19 @@ pub(super) async fn fire(
         finished_at: overlapping.then(|| iso(started)),
         duration_ms: overlapping.then_some(0),
         error: None,
-        reason: overlapping.then(|| "overlap: the job's previous run is still going".to_string()),
+        reason: if overlapping {
+            Some("overlap: the job's previous run is still going".to_string())
+        } else {
+            reason
+        },
     };
-    let row = record.clone();
-    db(c, move |conn| {
-        conn.execute(
-            &format!("INSERT INTO schedule_runs ({RUN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
-            params![row.run_id, row.job, row.trigger, row.target, row.state, row.scheduled_at, row.started_at, row.finished_at, row.duration_ms, row.error, row.reason],
-        )
-    })
-    .await?;
+    insert_run(c, record.clone()).await?;
     if overlapping {
         return Ok(record);
     }
     let c2 = c.clone();
     tokio::spawn(async move {
         let clock = Instant::now();
-        let ctx = handle.context(token.clone());
         let timeout = spec.timeout.map(std::time::Duration::from_secs_f64);
         let work = run_target(&c2, &ctx, &spec);
         let (state, error) = tokio::select! {
@@ -200,6 +232,17 @@ pub(super) async fn fire(
     });
     record.state = "started".into();
     Ok(record)
+}
+
+async fn insert_run(c: &Arc<Config>, row: RunRecord) -> Result<(), ToolError> {
+    db(c, move |conn| {
+        conn.execute(
+            &format!("INSERT INTO schedule_runs ({RUN_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"),
+            params![row.run_id, row.job, row.trigger, row.target, row.state, row.scheduled_at, row.started_at, row.finished_at, row.duration_ms, row.error, row.reason],
+        )
+    })
+    .await
+    .map(drop)
 }
 
 /// Runs what the job runs; Err carries the final state and the error.
@@ -319,7 +362,7 @@ async fn tick(c: &Arc<Config>) -> Result<Option<DateTime<Utc>>, ToolError> {
                 // The next due time is stored first: a run that ends at once never sees it stale.
                 let name = spec.name.clone();
                 set_next_due(c, name.clone(), next).await?;
-                if let Err(e) = fire(c, spec, Some(due), trigger).await {
+                if let Err(e) = fire(c, spec, Some(due), trigger, None).await {
                     tracing::warn!(job = %name, error = %e.message, "scheduler: a job did not start");
                 }
                 next

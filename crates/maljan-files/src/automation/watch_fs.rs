@@ -78,6 +78,9 @@ struct WatchOut {
     running: bool,
     /// How many times it ran its actions since the server started.
     fired: u64,
+    /// How many firings were refused since the server started: changes its own actions made
+    /// under its path (a loop), or firings over the rate limit.
+    refused: u64,
     last_fired: Option<String>,
     last_error: Option<String>,
 }
@@ -98,6 +101,10 @@ struct Running {
 #[derive(Default)]
 struct Status {
     fired: AtomicU64,
+    /// Firings not run: changes its own actions made, or over the rate limit.
+    refused: AtomicU64,
+    /// Whether its loop (its actions changing what it watches) was recorded already.
+    looped: std::sync::atomic::AtomicBool,
     last: Mutex<(Option<String>, Option<String>)>,
 }
 
@@ -164,6 +171,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
     let c = cfg.clone();
     reg.add(
         ToolMeta::new("FA_watch_start", "Run an action list when files under a path are created, modified, deleted or moved (debounced), kept across server restarts.")
+            // It reaches beyond the host (it connects, or runs what may).
+            .open_world()
             .writes()
             .not_idempotent()
 .timeout_s(60),
@@ -297,7 +306,10 @@ fn out_of(c: &Config, spec: &WatchSpec) -> WatchOut {
         recursive: spec.recursive,
         debounce: spec.debounce,
         running: status.is_some(),
-        fired: status.map_or(0, |s| s.fired.load(Ordering::Relaxed)),
+        fired: status
+            .as_ref()
+            .map_or(0, |s| s.fired.load(Ordering::Relaxed)),
+        refused: status.map_or(0, |s| s.refused.load(Ordering::Relaxed)),
         last_fired,
         last_error,
     }
@@ -348,10 +360,27 @@ fn arm(c: &Arc<Config>, spec: &WatchSpec) -> Result<(), ToolError> {
                     },
                 }
             }
-            let ctx = handle.context(stop2.child_token());
+            let origin = format!("watch:{}", spec2.name);
+            let now = c2.automation.clock.now();
+            if let Err((first, e)) = c2.automation.limits.admit(&origin, now) {
+                status2.refused.fetch_add(1, Ordering::Relaxed);
+                if first {
+                    tracing::warn!(watch = %spec2.name, "watch: {}", e.message);
+                    *status2.last.lock().unwrap_or_else(|p| p.into_inner()) =
+                        (Some(iso(now)), Some(e.message));
+                }
+                continue;
+            }
+            let ctx = match handle.context_for(None, &origin, stop2.child_token()) {
+                Ok(ctx) => ctx,
+                Err(e) => {
+                    tracing::warn!(watch = %spec2.name, "watch: {}", e.message);
+                    continue;
+                }
+            };
             let outcome =
                 executor::run_list(&c2, &ctx, spec2.action_list.clone(), false, false).await;
-            let error = match outcome {
+            let mut error = match outcome {
                 Ok(out) if out.failed == 0 => None,
                 Ok(out) => Some(format!(
                     "{} of {} actions failed",
@@ -361,6 +390,33 @@ fn arm(c: &Arc<Config>, spec: &WatchSpec) -> Result<(), ToolError> {
                 Err(e) => Some(e.message),
             };
             status2.fired.fetch_add(1, Ordering::Relaxed);
+            // What the run changed under the watched path is the run's own doing, not news:
+            // the events that came during it, and within `debounce` after it (the watcher
+            // delivers late), are let go. Firing on them would make a watch whose actions write
+            // where it watches fire for ever.
+            let own = loop {
+                tokio::select! {
+                    _ = stop2.cancelled() => return,
+                    got = tokio::time::timeout(quiet, rx.recv()) => match got {
+                        Ok(Some(k)) if k.is_some_and(|k| spec2.events.contains(k)) => break true,
+                        Ok(Some(_)) => continue,
+                        Ok(None) => return,
+                        Err(_quiet) => break false,
+                    },
+                }
+            };
+            if own {
+                drain_burst(&mut rx, quiet, &stop2).await;
+                status2.refused.fetch_add(1, Ordering::Relaxed);
+                if !status2.looped.swap(true, Ordering::Relaxed) {
+                    let message = format!(
+                        "a loop: the actions of {origin} change the path it watches; \
+                         those changes do not fire it again"
+                    );
+                    tracing::warn!(watch = %spec2.name, "watch: {message}");
+                    error.get_or_insert(message);
+                }
+            }
             *status2.last.lock().unwrap_or_else(|p| p.into_inner()) =
                 (Some(iso(c2.automation.clock.now())), error);
         }
@@ -374,6 +430,23 @@ fn arm(c: &Arc<Config>, spec: &WatchSpec) -> Result<(), ToolError> {
         },
     );
     Ok(())
+}
+
+/// Waits until `quiet` passes without an event, letting every event go.
+async fn drain_burst(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<Option<&'static str>>,
+    quiet: Duration,
+    stop: &CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            got = tokio::time::timeout(quiet, rx.recv()) => match got {
+                Ok(Some(_)) => continue,
+                Ok(None) | Err(_) => return,
+            },
+        }
+    }
 }
 
 /// Starts every stored watch (from the registry's start hook).

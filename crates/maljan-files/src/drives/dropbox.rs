@@ -317,6 +317,8 @@ pub(super) fn register(reg: &mut Registry, drives: &Arc<Drives>) {
              never echoed or logged; the profile's hosts and private-endpoint permission stay the \
              operator's.",
         )
+            // It reaches beyond the host (it connects, or runs what may).
+            .open_world()
         .not_idempotent()
         .timeout_s(60),
         move |_ctx: ToolContext, a: LaterInit| {

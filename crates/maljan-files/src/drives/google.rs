@@ -468,6 +468,8 @@ pub(super) fn register(reg: &mut Registry, drives: &Arc<Drives>) {
             "Load a Google Drive token from an authorized-user token file under the roots (refreshed \
              when expired) for this server's lifetime; the token is never echoed or logged.",
         )
+            // It reaches beyond the host (it connects, or runs what may).
+            .open_world()
         .not_idempotent()
         .timeout_s(60),
         move |_ctx: ToolContext, a: LaterInit| {

@@ -333,6 +333,8 @@ pub(super) fn register(reg: &mut Registry, drives: &Arc<Drives>) {
              The token is never echoed or logged; the profile's hosts and private-endpoint \
              permission stay the operator's.",
         )
+            // It reaches beyond the host (it connects, or runs what may).
+            .open_world()
         .not_idempotent()
         .timeout_s(60),
         move |_ctx: ToolContext, a: LaterInit| {
@@ -354,6 +356,8 @@ pub(super) fn register(reg: &mut Registry, drives: &Arc<Drives>) {
             "Forget the OneDrive token this session set (by later_init or the device-code login); \
              the operator's configured profile stays.",
         )
+        // It reaches beyond the host (it connects, or runs what may).
+        .open_world()
         .not_idempotent()
         .timeout_s(10),
         move |_ctx: ToolContext, a: ProfileOnly| {

@@ -315,6 +315,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
              sinks, with a dedup window (dedup_seconds) and a rate limit (rate_limit per \
              rate_period seconds). Returns the route as stored.",
         )
+        // It reaches beyond the host (it connects, or runs what may).
+        .open_world()
         .title("Add a notification route")
         .writes()
         .timeout_s(60),

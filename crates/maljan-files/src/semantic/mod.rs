@@ -129,6 +129,18 @@ pub fn local_root(root: &str) -> Option<PathBuf> {
     }
 }
 
+impl Semantic {
+    /// Whether a root is a remote store (anything but a local directory or `memory://`).
+    pub(crate) fn reaches_network(&self) -> bool {
+        self.policy.roots.iter().any(|r| {
+            !is_local(r)
+                && !r
+                    .split_once("://")
+                    .is_some_and(|(scheme, _)| scheme.eq_ignore_ascii_case("memory"))
+        })
+    }
+}
+
 fn is_local(root: &str) -> bool {
     local_root(root).is_some()
 }
@@ -288,6 +300,19 @@ where
     Fut: std::future::Future<Output = Result<Value, ToolError>> + Send + 'static,
 {
     let name = meta.name.clone();
+    // Every tool but the reports reads or writes through the storage-URI layer: with a root on
+    // a remote store it connects beyond the host.
+    let reports = [
+        "integrity_status",
+        "audit_search",
+        "pipeline_status",
+        "pipeline_create",
+    ];
+    let meta = if cfg.semantic.reaches_network() && !reports.contains(&name.as_str()) {
+        meta.open_world()
+    } else {
+        meta
+    };
     crate::storage::storage_actions::add(reg, cfg, meta, move |c, ctx: ToolContext, a: A| {
         let (f, name) = (f.clone(), name.clone());
         async move {

@@ -360,9 +360,15 @@ async fn pipeline_run(c: Arc<Config>, ctx: ToolContext, a: RunArgs) -> Result<Va
     let run = if dry_run {
         pipeline::plan(&c, &ctx, &d, given)?
     } else if background {
-        let (run_id, params) = pipeline::record_new(&c, &ctx, &d, given).await?;
         let handle = c.automation.handle()?;
-        let run_ctx = handle.context(handle.stopped().child_token());
+        // A background run counts one level deeper than this call and carries its origins
+        // (refused before anything is recorded when it would start itself again).
+        let run_ctx = handle.context_for(
+            Some(&ctx),
+            &pipeline::origin_of(&d),
+            handle.stopped().child_token(),
+        )?;
+        let (run_id, params) = pipeline::record_new(&c, &ctx, &d, given).await?;
         let (c2, id) = (c.clone(), run_id.clone());
         tokio::spawn(async move {
             if let Err(e) = pipeline::execute_recorded(&c2, &run_ctx, &id, &d, params).await {

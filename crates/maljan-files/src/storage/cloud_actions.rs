@@ -343,6 +343,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
              (unset ones keep the operator's). The secrets are never echoed or logged; a private endpoint \
              is reachable only if the operator's profile allows it.",
         )
+            // It reaches beyond the host (it connects, or runs what may).
+            .open_world()
         .not_idempotent()
         .timeout_s(60),
         move |_ctx: ToolContext, a: S3LaterInit| {
@@ -462,6 +464,8 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
              server's lifetime. The secrets are never echoed or logged; a private endpoint is reachable only \
              if the operator's profile allows it.",
         )
+            // It reaches beyond the host (it connects, or runs what may).
+            .open_world()
         .not_idempotent()
         .timeout_s(60),
         move |_ctx: ToolContext, a: AzLaterInit| {

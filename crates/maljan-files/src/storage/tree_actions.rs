@@ -348,6 +348,8 @@ fn register_tree(reg: &mut Registry, cfg: &Arc<Config>, tree: Tree, what: &'stat
             format!("{prefix}_close"),
             format!("Close the {what} connection of a profile (the next call opens a new one)."),
         )
+        // It talks to the server it closes the connection to.
+        .open_world()
         .timeout_s(60),
         move |_ctx: ToolContext, a: Close| {
             let c = c.clone();
