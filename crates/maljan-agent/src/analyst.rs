@@ -276,6 +276,11 @@ impl Analyst<'_> {
             turn.text = Some(text.clone());
             text
         };
+        if self.catalog.find(&call.name).is_none()
+            && let Some(w) = self.catalog.withheld_named(&call.name)
+        {
+            return self.refuse_withheld(call, w.clone(), turn).await;
+        }
         let Some(tool) = self.catalog.find(&call.name) else {
             let names: Vec<&str> = self.catalog.tools.iter().map(|t| t.name.as_str()).collect();
             let msg = format!(
@@ -362,6 +367,38 @@ impl Analyst<'_> {
         );
         let text = delimit(self.nonce, &header, &cut);
         answers.insert(rec.ev_id.clone(), text.clone());
+        turn.text = Some(text.clone());
+        (text, turn)
+    }
+
+    /// A call to a tool the catalog withheld: not sent, refused to the model, and ledgered as a
+    /// refused call (its own evidence id, code `not_configured`, the reason and the remedy), so
+    /// the ledger shows what the model tried to reach.
+    async fn refuse_withheld(
+        &mut self,
+        call: &crate::llm::ToolCall,
+        w: maljan_triage::report::WithheldTool,
+        mut turn: Turn,
+    ) -> (String, Turn) {
+        let message = format!("{} is not offered to the model: {}", w.tool, w.reason);
+        let args = match repair_arguments(&call.arguments) {
+            Ok((args, _)) => Value::Object(args),
+            Err(_) => Value::String(call.arguments.clone()),
+        };
+        if let Some(handle) = self.handles.get(&w.server) {
+            let error = maljan_client::CallError::new(
+                maljan_client::ErrorCode::NotConfigured,
+                message.clone(),
+            )
+            .with_remediation(format!(
+                "an operator may offer it in the config (servers.{})",
+                w.server
+            ));
+            let rec = handle.record_refused(&w.tool, args, error).await;
+            turn.evidence = Some(rec.ev_id);
+        }
+        turn.notes.push(message.clone());
+        let text = format!("[no call] {}: refused: {message}", call.name);
         turn.text = Some(text.clone());
         (text, turn)
     }

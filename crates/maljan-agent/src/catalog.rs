@@ -5,6 +5,11 @@
 //! - a tool the manifest marks unavailable is withheld, with its reason;
 //! - destructive tools (destructiveHint, or the files server's writing actions) are withheld
 //!   unless `servers.NAME.offer_destructive = true`;
+//! - open-world tools (openWorldHint: they connect beyond the host, or run what may) and
+//!   configuration tools (named `*_later_init`, `*_login`, `*_configure`, ...: they choose
+//!   endpoints and credentials) are withheld unless `servers.NAME.offer_network = true`, so a
+//!   prompt-injected model cannot choose where data goes; a call to a withheld tool is refused
+//!   and ledgered ([`Catalog::withheld_named`]);
 //! - on a server that takes the sample by path (`pin_sample`, by default the built-in analysis
 //!   server) the sample-path parameter is removed from the schema: the platform fills it in with
 //!   the sample's path, which the runtime rewrites to that server's own (staged) path;
@@ -61,6 +66,7 @@ impl Catalog {
             let pin = pinned.map_or(name == BUILTIN_ANALYSIS, |p| p.is_on());
             let named = pinned.and_then(|p| p.param());
             let destructive_ok = src.config.is_some_and(|c| c.offer_destructive);
+            let network_ok = src.config.is_some_and(|c| c.offer_network);
             for t in &src.view.tools {
                 let withhold = |reason: String| WithheldTool {
                     server: src.server.to_string(),
@@ -84,6 +90,13 @@ impl Catalog {
                         } else {
                             "writes files"
                         },
+                        src.server
+                    )));
+                    continue;
+                }
+                if !network_ok && let Some(why) = reaches_out(t) {
+                    withheld.push(withhold(format!(
+                        "{why} (set servers.{}.offer_network = true to offer it)",
                         src.server
                     )));
                     continue;
@@ -123,6 +136,17 @@ impl Catalog {
         self.tools.iter().find(|t| t.name == name)
     }
 
+    /// The withheld tool a model's call names (`tool` or `server__tool`), if it names one: such
+    /// a call is refused, and the refusal ledgered, rather than answered as an unknown name.
+    pub fn withheld_named(&self, name: &str) -> Option<&WithheldTool> {
+        self.withheld.iter().find(|w| {
+            w.tool == name
+                || name
+                    .split_once("__")
+                    .is_some_and(|(server, tool)| server == w.server && tool == w.tool)
+        })
+    }
+
     /// The tools in the shape the providers send.
     pub fn specs(&self) -> Vec<ToolSpec> {
         self.tools
@@ -134,6 +158,32 @@ impl Catalog {
             })
             .collect()
     }
+}
+
+/// Name parts of the tools that configure how a server reaches out (endpoints, credentials,
+/// sign-ins): withheld with the open-world tools, whatever their annotations say, since a
+/// configuration tool is often marked read-only (it changes no file).
+const CONFIGURATION_NAMES: [&str; 8] = [
+    "later_init",
+    "_login",
+    "_logout",
+    "configure",
+    "_connect",
+    "_credential",
+    "_init",
+    "set_endpoint",
+];
+
+/// Why `t` reaches beyond the host (None: it does not say it does).
+fn reaches_out(t: &maljan_client::ToolInfo) -> Option<&'static str> {
+    if t.open_world == Some(true) {
+        return Some("open-world: it connects beyond this host, or runs what may");
+    }
+    let name = t.name.to_ascii_lowercase();
+    CONFIGURATION_NAMES
+        .iter()
+        .any(|part| name.contains(part))
+        .then_some("a configuration tool: it chooses endpoints or credentials")
 }
 
 /// Drops the sample property (`maljan_client::sample_param`: declared by the schema, or
@@ -173,6 +223,7 @@ mod tests {
             timeout_s: None,
             read_only: Some(true),
             destructive: Some(false),
+            open_world: None,
         }
     }
 
@@ -265,6 +316,46 @@ mod tests {
         }]);
         assert_eq!(c.tools.len(), 1);
         assert_eq!(c.tools[0].pinned_param.as_deref(), Some("path"));
+    }
+
+    #[test]
+    fn open_world_and_configuration_tools_are_offered_only_with_offer_network() {
+        let mut download = tool("FA_download_file");
+        download.open_world = Some(true);
+        // Marked read-only and not open-world, as the issue found them: withheld by name.
+        let later = tool("FA_s3_later_init");
+        let login = tool("vendor_login");
+        let build = |cfg: Option<&ServerConfig>| {
+            Catalog::build(&[Source {
+                server: "remote",
+                view: view(
+                    "remote",
+                    "someone-else",
+                    vec![download.clone(), later.clone(), login.clone(), tool("scan")],
+                ),
+                config: cfg,
+            }])
+        };
+        let c = build(None);
+        let names: Vec<_> = c.tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["scan"]);
+        assert_eq!(c.withheld.len(), 3);
+        assert!(
+            c.withheld
+                .iter()
+                .all(|w| w.reason.contains("offer_network"))
+        );
+        assert_eq!(
+            c.withheld_named("remote__FA_s3_later_init")
+                .map(|w| w.tool.as_str()),
+            Some("FA_s3_later_init")
+        );
+        assert!(c.withheld_named("other__FA_s3_later_init").is_none());
+        let cfg = ServerConfig {
+            offer_network: true,
+            ..Default::default()
+        };
+        assert_eq!(build(Some(&cfg)).tools.len(), 4);
     }
 
     #[test]
