@@ -59,8 +59,9 @@ CREATE INDEX IF NOT EXISTS audit_records_correlation ON audit_records (correlati
 const QUEUE: usize = 65_536;
 const KEY_DB_PATH: &str = "audit.db_path";
 /// How long the writer waits for more records after the first of a batch: one transaction per
-/// this much time on a busy server instead of one per call (a flush ends the wait).
-const LINGER: Duration = Duration::from_millis(20);
+/// this much time on a busy server instead of one per call (a flush ends the wait). Short, so a
+/// server that stops right after a call seldom leaves its record unwritten.
+const LINGER: Duration = Duration::from_millis(2);
 /// The most records one transaction writes.
 const MAX_BATCH: usize = 4096;
 
