@@ -27,7 +27,6 @@ use tokio_stream::wrappers::BroadcastStream;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    security::{CsrfInForm, csrf_matches},
     servers::FieldErrors,
     state::{AppState, LiveJob, Problem},
 };
@@ -60,28 +59,17 @@ fn field(name: &str, problem: impl Into<String>) -> Refused {
     Refused::Fields(FieldErrors::from([(name.to_string(), problem.into())]))
 }
 
-/// Reads the multipart form (`sample`, optional `servers`, `agent`, and `_csrf` from a page),
-/// streaming the sample to its own 0700 directory. Anything refused leaves nothing behind.
-pub async fn read_submission(
-    state: &AppState,
-    mut form: Multipart,
-    csrf: Option<CsrfInForm>,
-) -> Result<Submission, Refused> {
+/// Reads the multipart form (`sample`, optional `servers`, `agent`, and a page's `_csrf`, which
+/// the guard has checked before the body reached here), streaming the sample to its own 0700
+/// directory. Anything refused leaves nothing behind.
+pub async fn read_submission(state: &AppState, mut form: Multipart) -> Result<Submission, Refused> {
     let job_id = new_job_id();
     let dir = state.samples_dir.join(&job_id);
-    let expected = csrf.map(|c| c.0);
-    let result = read_fields(state, &mut form, &job_id, &dir, expected.as_deref()).await;
+    let result = read_fields(state, &mut form, &job_id, &dir).await;
     if result.is_err() {
         let _ = std::fs::remove_dir_all(&dir);
     }
     result
-}
-
-fn forged() -> Refused {
-    Refused::Problem(Problem::new(
-        403,
-        "missing or wrong CSRF token: reload the page and submit the form again",
-    ))
 }
 
 async fn read_fields(
@@ -89,26 +77,18 @@ async fn read_fields(
     form: &mut Multipart,
     job_id: &str,
     dir: &std::path::Path,
-    expected_csrf: Option<&str>,
 ) -> Result<Submission, Refused> {
-    // A page's form puts `_csrf` first: a forged form is refused before its sample is stored.
-    let forged_so_far = |seen: &Option<String>| {
-        expected_csrf.is_some_and(|e| !csrf_matches(e, seen.as_deref().unwrap_or("")))
-    };
     let malformed = |e: axum::extract::multipart::MultipartError| {
         Refused::Problem(Problem::new(
             400,
             format!("malformed multipart form: {}", e.body_text()),
         ))
     };
-    let (mut sample, mut servers, mut agent, mut csrf) = (None, None::<Vec<String>>, true, None);
+    let (mut sample, mut servers, mut agent) = (None, None::<Vec<String>>, true);
     while let Some(mut part) = form.next_field().await.map_err(malformed)? {
         let name = part.name().unwrap_or("").to_string();
         match name.as_str() {
             "sample" => {
-                if forged_so_far(&csrf) {
-                    return Err(forged());
-                }
                 let original = part.file_name().unwrap_or("sample").to_string();
                 let safe = maljan_client::staging::safe_name(&original);
                 maljan_client::paths::create_private_dir(dir)
@@ -142,7 +122,8 @@ async fn read_fields(
                     other => return Err(field("agent", format!("'{other}': expected on or off"))),
                 };
             }
-            "_csrf" => csrf = Some(part.text().await.map_err(malformed)?),
+            // Checked by the guard (the first field of a page's form).
+            "_csrf" => {}
             other => {
                 return Err(field(
                     other,
@@ -150,9 +131,6 @@ async fn read_fields(
                 ));
             }
         }
-    }
-    if forged_so_far(&csrf) {
-        return Err(forged());
     }
     let Some((path, name)) = sample else {
         return Err(field(

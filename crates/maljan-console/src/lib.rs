@@ -1,25 +1,34 @@
 //! maljan-console: the web console over the client runtime and the agent — `maljan console`.
 //!
-//! It owns the console's HTTP surface: server-rendered pages (`pages`, minijinja templates and
-//! one small script and style sheet compiled into the binary by `views`), the JSON API under
-//! `/api/v1` that the pages and scripts use (`api`), who may use them (`auth`: the owner's login
-//! URL, an argon2 admin password, API tokens with scopes, sessions; `security`: the guard every
-//! request passes — authentication on loopback too, scopes, one CSRF check, Host/Origin checks,
-//! body caps, security headers; `throttle`: failed logins back off per client), the servers it
-//! edits (`servers`: the same validation as `maljan servers add`, tokens sealed by
-//! maljan-client's secrets) and the jobs it runs in its own process (`jobs`: the same
-//! `maljan_agent::analyze` as `maljan analyze`, progress kept in the ledger for resumable event
-//! streams, the report kept beside it).
+//! It owns the console's HTTP surface: server-rendered pages (`pages`, with the servers' pages in
+//! `server_pages` and the jobs' and the ledger's in `job_pages`; minijinja templates and one
+//! small script and style sheet compiled into the binary by `views`), the JSON API under
+//! `/api/v1` that the pages and scripts use (`api`, its bodies in `api_types`, described as
+//! OpenAPI 3.1 at `/api/v1/openapi.json` by `openapi`), who may use them (`auth`: the owner's
+//! login URL, an argon2 admin password, API tokens with scopes, sessions; `security`: the guard
+//! every request passes — authentication on loopback too, scopes, one CSRF check, Host/Origin
+//! checks, body caps, security headers; `throttle`: failed logins back off per client), the
+//! servers it edits (`servers`: the same validation as `maljan servers add`, tokens sealed by
+//! maljan-client's secrets), the jobs (`jobs`: submissions queued on the console's database and
+//! run by its embedded workers through the one pipeline `maljan analyze` runs, progress kept in
+//! the ledger for resumable event streams, the report kept beside it) and the searches the
+//! ledger's own API has no query for (`browse`: jobs by name, SHA-256 and verdict; every job's
+//! calls).
 //!
 //! It depends on maljan-client (config, runtime, ledger, secrets), maljan-triage (plan, report
 //! renderers) and maljan-agent (the stages). It must not depend on a concrete server crate, on
 //! rmcp or on a transport, and nothing else in the workspace depends on it but the binary.
 
 pub mod api;
+pub mod api_types;
 pub mod auth;
+pub mod browse;
+pub mod job_pages;
 pub mod jobs;
+pub mod openapi;
 pub mod pages;
 pub mod security;
+pub mod server_pages;
 pub mod servers;
 pub mod state;
 pub mod throttle;

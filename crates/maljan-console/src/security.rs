@@ -56,11 +56,6 @@ pub struct Viewer {
 #[derive(Debug, Clone, Copy)]
 pub struct ClientAddr(pub Option<IpAddr>);
 
-/// Once set on a multipart request whose CSRF token its handler checked; the guard now checks
-/// every request's token itself and no longer sets it.
-#[derive(Debug, Clone)]
-pub struct CsrfInForm(pub String);
-
 pub fn csrf_matches(expected: &str, given: &str) -> bool {
     bool::from(expected.as_bytes().ct_eq(given.as_bytes()))
 }

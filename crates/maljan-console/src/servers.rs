@@ -11,7 +11,7 @@ use maljan_client::{
     redact::scrub_url, secrets::Secret,
 };
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use utoipa::ToSchema;
 
 use crate::state::{AppState, Problem};
 
@@ -19,7 +19,7 @@ use crate::state::{AppState, Problem};
 pub type FieldErrors = BTreeMap<String, String>;
 
 /// What a client sends to create, change or test a server; absent fields keep their value.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ServerInput {
     pub name: Option<String>,
@@ -36,8 +36,9 @@ pub struct ServerInput {
     #[serde(default)]
     pub clear_token: bool,
     pub mirror_dir: Option<String>,
-    /// The tool allow-list; null: every tool.
+    /// The tool allow-list; null: every tool; absent: keep.
     #[serde(default, deserialize_with = "some_or_null")]
+    #[schema(value_type = Option<Vec<String>>)]
     pub tools: Option<Option<Vec<String>>>,
     pub label: Option<String>,
     pub enabled: Option<bool>,
@@ -51,7 +52,7 @@ fn some_or_null<'de, D: serde::Deserializer<'de>>(
 }
 
 /// The last connection test of a server (kept in memory, shown on its card).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct TestOutcome {
     pub ok: bool,
     pub at: String,
@@ -67,7 +68,8 @@ pub struct TestOutcome {
     pub staging_tools: Vec<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// One tool of a tested server, as its manifest declares it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ToolRow {
     pub name: String,
     pub available: bool,
@@ -256,6 +258,10 @@ pub async fn test_values(config: &Config, name: &str, cfg: ServerConfig) -> Test
             description: v.tool(&m.name).and_then(|t| t.description.clone()),
         })
         .collect();
+    // Unavailable tools first (a stable sort: the server's order within each group), so the
+    // card and the form open on what needs a remedy.
+    let mut tools = tools;
+    tools.sort_by_key(|t| t.available);
     let unavailable = tools.iter().filter(|t| !t.available).count();
     let manifest = match (&v.manifest_declared, &v.manifest_error) {
         (true, _) => "manifest declared".to_string(),
@@ -325,36 +331,73 @@ pub fn run_as() -> String {
         .unwrap_or_else(|_| "the account that started the console".into())
 }
 
+/// A server's breaker, as its card and the API show it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct BreakerView {
+    /// closed, or resting after failures in a row.
+    pub state: String,
+    pub failures: u32,
+    pub rests: u32,
+}
+
 /// One server as the API and the cards show it (the token masked).
-pub fn describe(state: &AppState, name: &str, s: &ServerConfig) -> Value {
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ServerView {
+    pub name: String,
+    pub label: String,
+    /// stdio, http, streamable-http or sse.
+    pub transport: String,
+    pub enabled: bool,
+    /// The command line (stdio) or the URL without its query string.
+    pub target: String,
+    /// What the console starts for this server (stdio), said plainly.
+    pub runs: Option<String>,
+    pub command: String,
+    pub args: Vec<String>,
+    pub cwd: String,
+    pub env: BTreeMap<String, String>,
+    pub env_allow: Vec<String>,
+    pub url: String,
+    /// A mask when a token is stored, else null.
+    pub auth_token: Option<String>,
+    pub mirror_dir: String,
+    /// The allow-list: null is every tool, an empty list no tool at all.
+    pub tools_allowed: Option<Vec<String>>,
+    pub last_test: Option<TestOutcome>,
+    pub breaker: Option<BreakerView>,
+}
+
+pub fn describe(state: &AppState, name: &str, s: &ServerConfig) -> ServerView {
     let rt = state.runtime();
-    let breaker = rt.slot(name).map(|slot| {
-        json!({
-            "state": if slot.breaker.is_resting() { "resting" } else { "closed" },
-            "failures": slot.breaker.failures(),
-            "rests": slot.breaker.rests(),
-        })
+    let breaker = rt.slot(name).map(|slot| BreakerView {
+        state: if slot.breaker.is_resting() {
+            "resting"
+        } else {
+            "closed"
+        }
+        .into(),
+        failures: slot.breaker.failures(),
+        rests: slot.breaker.rests(),
     });
-    json!({
-        "name": name,
-        "label": s.label,
-        "transport": s.transport.as_str(),
-        "enabled": s.enabled,
-        "target": target(s),
-        // What the console starts for this server (stdio), said plainly.
-        "runs": (s.transport == TransportKind::Stdio).then(|| target(s)),
-        "command": s.command,
-        "args": s.args,
-        "cwd": s.cwd,
-        "env": s.env,
-        "env_allow": s.env_allow,
-        "url": scrub_url(&s.url),
-        "auth_token": if s.auth_token.is_empty() { Value::Null } else { json!("••••••••") },
-        "mirror_dir": s.mirror_dir,
-        "tools_allowed": s.tools,
-        "last_test": state.last_test(name),
-        "breaker": breaker,
-    })
+    ServerView {
+        name: name.to_string(),
+        label: s.label.clone(),
+        transport: s.transport.as_str().to_string(),
+        enabled: s.enabled,
+        target: target(s),
+        runs: (s.transport == TransportKind::Stdio).then(|| target(s)),
+        command: s.command.clone(),
+        args: s.args.clone(),
+        cwd: s.cwd.clone(),
+        env: s.env.clone(),
+        env_allow: s.env_allow.clone(),
+        url: scrub_url(&s.url),
+        auth_token: (!s.auth_token.is_empty()).then(|| "••••••••".to_string()),
+        mirror_dir: s.mirror_dir.clone(),
+        tools_allowed: s.tools.clone(),
+        last_test: state.last_test(name),
+        breaker,
+    }
 }
 
 /// Saves a new or changed entry, then gives new jobs a runtime that has it and tests it.
@@ -408,6 +451,8 @@ pub fn remove(state: &AppState, name: &str) -> Result<(), Problem> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::{Value, json};
+
     use super::*;
 
     fn input(v: Value) -> ServerInput {

@@ -46,6 +46,8 @@ pub struct AppState {
     /// Ids of jobs with a new event, as PostgreSQL announces them (whichever node runs the job);
     /// nothing on SQLite. The event streams of jobs run elsewhere wake on it.
     pub announced: broadcast::Sender<String>,
+    /// The console's own reads of the ledger: jobs searched and filtered, every job's calls.
+    pub browser: Arc<crate::browse::Browser>,
 }
 
 /// How a server edit or a submitted job fails, for the page and the API alike.
@@ -97,6 +99,7 @@ impl AppState {
         ledger.listen(maljan_client::ledger::JOB_EVENTS_CHANNEL, move |job| {
             let _ = tx.send(job.to_string());
         })?;
+        let browser = Arc::new(crate::browse::Browser::new(ledger.url().clone()));
         let state = Arc::new(Self {
             opts,
             runtime: RwLock::new(runtime),
@@ -111,6 +114,7 @@ impl AppState {
             samples_dir,
             data_dir: config_data_dir,
             announced,
+            browser,
         });
         crate::jobs::start_workers(&state);
         Ok(state)

@@ -33,6 +33,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("job_new.html", include_str!("../templates/job_new.html")),
     ("job.html", include_str!("../templates/job.html")),
     ("ledger.html", include_str!("../templates/ledger.html")),
+    ("calls.html", include_str!("../templates/calls.html")),
     ("settings.html", include_str!("../templates/settings.html")),
     ("login.html", include_str!("../templates/login.html")),
     ("error.html", include_str!("../templates/error.html")),

@@ -218,15 +218,21 @@ async fn add_test_submit_watch_report_and_follow_evidence_in_chromium() {
         .for_element(Locator::Id("test-ok"))
         .await
         .unwrap();
+    // Every tool starts ticked, as `maljan servers add` without --tool; untick the unavailable one.
     for t in ["echo", "stats"] {
-        client
+        let tick = client
             .find(Locator::Css(&format!("input[name=tools][value={t}]")))
             .await
-            .unwrap()
-            .click()
-            .await
             .unwrap();
+        assert!(tick.is_selected().await.unwrap(), "{t} starts ticked");
     }
+    client
+        .find(Locator::Css("input[name=tools][value=missing]"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
     let button = client.find(Locator::Id("save-button")).await.unwrap();
     click_and_wait_for_new_page(&client, &button).await;
     let card = wait(&client)

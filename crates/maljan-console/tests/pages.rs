@@ -159,7 +159,8 @@ async fn the_server_form_tests_shows_errors_and_saves() {
         config.contains("[servers.fresh]") && config.contains("tools = [\"echo\"]"),
         "{config}"
     );
-    // A new server saved without a test: no tool ticked, none may run.
+    // A new server saved without a test runs every tool, as `maljan servers add` does: no
+    // allow-list is written (tests/server_form_defaults.rs has the rest).
     let (s, _, _) = form(
         &c,
         "/servers/new",
@@ -167,11 +168,9 @@ async fn the_server_form_tests_shows_errors_and_saves() {
     )
     .await;
     assert_eq!(s, StatusCode::SEE_OTHER);
-    assert!(
-        std::fs::read_to_string(&c.config_path)
-            .unwrap()
-            .contains("tools = []")
-    );
+    let config = std::fs::read_to_string(&c.config_path).unwrap();
+    let untested = &config[config.find("[servers.untested]").unwrap()..];
+    assert!(!untested.contains("tools ="), "{config}");
     let (s, _, location) = form(
         &c,
         "/servers/untested",

@@ -196,6 +196,32 @@ impl Console {
         read_json(self.send(req).await).await
     }
 
+    /// A page (or any GET) in the owner's session: its status and text.
+    pub async fn page(&self, uri: &str) -> (StatusCode, String) {
+        read_text(
+            self.send(self.req("GET", uri).body(Body::empty()).unwrap())
+                .await,
+        )
+        .await
+    }
+
+    /// Posts a page's urlencoded form (`body`, with its `_csrf` field) in the owner's session:
+    /// the status, the text and where it redirects.
+    pub async fn post_form(&self, uri: &str, body: &str) -> (StatusCode, String, Option<String>) {
+        let req = self
+            .req_bare("POST", uri)
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .body(Body::from(body.to_string()))
+            .unwrap();
+        let resp = self.send(req).await;
+        let location = resp
+            .headers()
+            .get(header::LOCATION)
+            .map(|l| l.to_str().unwrap().to_string());
+        let (s, text) = read_text(resp).await;
+        (s, text, location)
+    }
+
     /// Submits a sample as the API's multipart form; extra fields as (name, value).
     pub async fn submit(
         &self,
