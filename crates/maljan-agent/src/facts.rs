@@ -31,12 +31,14 @@
 //! | `encrypted_member` | a member is locked with a malware-exchange password (infected, …) | malicious | 2 | no | extract_members |
 //! | `beaconing` | hard-coded IP address and code to talk to it | malicious | 2 | no | iocs_from_file (confident IPs) + code_capabilities (T1095, T1071.001) |
 //! | `macros` | carries macros or scripts (not auto-executing) | malicious | 1 | no | document_info |
+//! | `signature_mismatch` | the Authenticode signature does not match the file (changed after signing) or does not verify | malicious | 2 | no | detect_packer `signature` (digest differs, signer's signature or a chain link fails) |
 //! | `format_anomaly` | a malformed structure (entry point outside the code, …) | malicious | 1 | no | pe_info, elf_info, macho_info anomalies |
 //! | `packed` | packed or protected | neutral | 1 | no | detect_packer, yara identification rules, code_capabilities T1027.002, packing anomalies (W+X, high entropy, no imports) |
 //! | `network_indicators` | names hosts or addresses (confident IOCs) | neutral | 1 | no | iocs_from_file `counts` |
 //! | `described_capabilities` | what ordinary programs also do (T1129, T1083, a debugger check from the C runtime, a socket …) | neutral | 0 | no | code_capabilities, not discriminating |
 //! | `identified_as` | identified as a known file kind, compiler or tool | neutral | 0 | no | yara identification rules, detect_packer (compiler) |
 //! | `format_note` | structural notes every build tool leaves (zeroed timestamp, overlay) | neutral | 0 | no | pe_info |
+//! | `valid_signature` | a valid Authenticode signature: the image digest matches the signed one, the signer's signature and the chain to a certificate vouching for it verify (no trust store: the signer is named for the analyst) | benign | 2 | no | detect_packer `signature` |
 //! | `installer_layout` | a known installer's layout (NSIS, Inno Setup) | benign | 2 | no | detect_packer (installer), yara Installer_* |
 //! | `runtime_typical_imports` | an ordinary import table: ≥ 20 functions, and nothing described beyond what the C runtime does (T1129, T1083, T1082, T1622) | benign | 1 | no | pe_info, elf_info, code_capabilities |
 //! | `inert_content` | plain text: no script, macro or executable content | benign | 1 | no | identify_file / extract_members (kind `text`) |
@@ -102,12 +104,14 @@ pub const TABLE: &[FactDef] = &[
     def("encrypted_member", "a member is locked with a malware-exchange password", M, 2, false, "extract_members"),
     def("beaconing", "a hard-coded IP address and the code to talk to it", M, 2, false, "iocs_from_file + code_capabilities"),
     def("macros", "carries macros or scripts (not auto-executing)", M, 1, false, "document_info"),
+    def("signature_mismatch", "the Authenticode signature does not match the file or does not verify", M, 2, false, "detect_packer signature"),
     def("format_anomaly", "a malformed structure", M, 1, false, "pe_info, elf_info, macho_info"),
     def("packed", "packed or protected", N, 1, false, "detect_packer, yara, code_capabilities T1027.002, pe_info/elf_info"),
     def("network_indicators", "names network hosts or addresses", N, 1, false, "iocs_from_file"),
     def("described_capabilities", "capabilities ordinary programs also have (described, not scored)", N, 0, false, "code_capabilities"),
     def("identified_as", "identified as a known kind, compiler or tool", N, 0, false, "yara identification rules, detect_packer"),
     def("format_note", "structural notes ordinary builds leave", N, 0, false, "pe_info"),
+    def("valid_signature", "a valid Authenticode signature (digest, signer and chain verified)", B, 2, false, "detect_packer signature"),
     def("installer_layout", "the layout of a known installer", B, 2, false, "detect_packer, yara Installer_*"),
     def("runtime_typical_imports", "an ordinary import table, nothing beyond what the C runtime does", B, 1, false, "pe_info, elf_info, code_capabilities"),
     def("inert_content", "plain text, no script, macro or executable content", B, 1, false, "identify_file, extract_members"),

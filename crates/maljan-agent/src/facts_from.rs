@@ -152,11 +152,49 @@ pub fn document(steps: &[StepReport], facts: &mut Facts) {
 }
 
 /// detect_packer: packers and protectors are `packed` (neutral), installers a benign layout,
-/// compilers identity.
+/// compilers identity; a valid Authenticode signature speaks for a benign reading, one that does
+/// not match the file (or does not verify) leans malicious. A signature this check could not
+/// verify either way (an unknown algorithm, a missing issuer) is neither.
 pub fn packer(steps: &[StepReport], facts: &mut Facts) {
     let Some(step) = ok(steps, "detect_packer") else {
         return;
     };
+    if let Some(sig) = step.result.as_ref().and_then(|r| r.get("signature"))
+        && sig.is_object()
+    {
+        let flag = |k: &str| sig.get(k).and_then(Value::as_bool);
+        let signer = text(sig, "signer");
+        let chain = list(Some(sig), "chain").len();
+        if flag("valid") == Some(true) {
+            facts.add(
+                "valid_signature",
+                format!(
+                    "detect_packer: Authenticode signature valid — signed by {signer} ({} digest matches the image, signer's signature and a chain of {chain} verified)",
+                    text(sig, "digest_algorithm")
+                ),
+                &step.evidence,
+            );
+        } else if flag("digest_matches") == Some(false)
+            || flag("signer_signature_verified") == Some(false)
+            || list(Some(sig), "chain")
+                .iter()
+                .any(|l| l.get("verified").and_then(Value::as_bool) == Some(false))
+        {
+            let problems: Vec<&str> = list(Some(sig), "problems")
+                .into_iter()
+                .filter_map(Value::as_str)
+                .take(3)
+                .collect();
+            facts.add(
+                "signature_mismatch",
+                format!(
+                    "detect_packer: the signature does not match the file (signer {signer}): {}",
+                    problems.join("; ")
+                ),
+                &step.evidence,
+            );
+        }
+    }
     for finding in list(step.result.as_ref(), "findings") {
         let category = text(finding, "category");
         let name = text(finding, "name");

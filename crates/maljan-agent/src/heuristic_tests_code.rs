@@ -92,3 +92,63 @@ fn a_packed_program_is_judged_through_its_unpacked_image() {
         v.summary
     );
 }
+
+fn signed(ev: &str, signature: Value) -> Value {
+    step(
+        "detect_packer",
+        ev,
+        json!({"findings": [{"category": "compiler", "name": "MSVC"}], "signature": signature}),
+    )
+}
+
+#[test]
+fn a_valid_signature_is_a_benign_basis_and_a_changed_file_is_not() {
+    let valid = json!({"valid": true, "signer": "CN=Microsoft Corporation", "digest_algorithm": "sha256",
+                       "digest_matches": true, "message_digest_matches": true,
+                       "signer_signature_verified": true,
+                       "chain": [{"verified": true}, {"verified": null}], "problems": []});
+    let r = report(thick(vec![
+        signed("ev_0010", valid.clone()),
+        pe_info("ev_0011", 5, json!([])),
+    ]));
+    let v = verdict(&r, &ids());
+    assert_eq!(v.verdict, VerdictWord::Benign, "{}", v.summary);
+    let f = fact(&v, "valid_signature");
+    assert_eq!(f.leaning, Leaning::Benign);
+    assert!(
+        f.observations[0].contains("Microsoft"),
+        "{:?}",
+        f.observations
+    );
+    // One byte changed after signing: the digest differs; no benign basis, a named mismatch.
+    let mut changed = valid.clone();
+    changed["valid"] = json!(false);
+    changed["digest_matches"] = json!(false);
+    changed["problems"] =
+        json!(["the signature does not match the file: its Authenticode digest differs"]);
+    let r = report(thick(vec![
+        signed("ev_0010", changed),
+        pe_info("ev_0011", 5, json!([])),
+    ]));
+    let v = verdict(&r, &ids());
+    assert!(v.facts.iter().all(|f| f.id != "valid_signature"));
+    let m = fact(&v, "signature_mismatch");
+    assert!(
+        m.observations[0].contains("does not match"),
+        "{:?}",
+        m.observations
+    );
+    assert_ne!(v.verdict, VerdictWord::Benign);
+    assert_ne!(v.verdict, VerdictWord::Malicious);
+    // A signature this check could not verify either way is neither fact.
+    let mut unknown = valid;
+    unknown["valid"] = json!(false);
+    unknown["signer_signature_verified"] = json!(null);
+    let r = report(thick(vec![signed("ev_0010", unknown)]));
+    let v = verdict(&r, &ids());
+    assert!(
+        v.facts
+            .iter()
+            .all(|f| f.id != "valid_signature" && f.id != "signature_mismatch")
+    );
+}

@@ -19,6 +19,7 @@
 //! `tool_failed` naming the limit, and a cancelled or timed-out call stops working.
 
 pub mod archive;
+pub mod authenticode;
 pub mod budget;
 pub mod capabilities;
 mod capabilities_code;

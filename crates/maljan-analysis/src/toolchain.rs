@@ -622,6 +622,9 @@ pub struct DetectPackerOutput {
     pub installers: Vec<String>,
     pub compilers: Vec<String>,
     pub findings: Vec<Finding>,
+    /// A PE's Authenticode signature, checked (see [`crate::authenticode`]); null when it
+    /// carries none.
+    pub signature: Option<crate::authenticode::Signature>,
 }
 
 pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
@@ -631,7 +634,8 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
             "detect_packer",
             "Packers, protectors, installers, .NET obfuscators and compilers (UPX, ASPack, Themida, VMProtect, \
              NSIS, Inno Setup, ConfuserEx, PyInstaller, Go, Rust, Delphi, MSVC, …), each with the evidence \
-             that proves it: section names, entry-point bytes, marker strings and their offsets, the linker.",
+             that proves it: section names, entry-point bytes, marker strings and their offsets, the linker; \
+             and a PE's Authenticode signature checked (digest, signer's signature, chain structure).",
         )
         .title("Packer and compiler detection")
         .timeout_s(60),
@@ -652,6 +656,11 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
                         installers: names(&[Installer]),
                         compilers: names(&[Compiler]),
                         findings,
+                        signature: crate::common::contain("the signature check", || {
+                            Ok(crate::authenticode::check(s.bytes()))
+                        })
+                        .ok()
+                        .flatten(),
                     })
                 })
                 .await

@@ -9,7 +9,8 @@
 //!
 //! The maljan binary: --maljan, else MALJAN_BIN, else $CARGO_TARGET_DIR/debug/maljan, else
 //! target/debug/maljan. The manifest: --manifest, else $MALJAN_CORPUS/manifest.jsonl. Each run
-//! gets a private MALJAN_HOME, so no user configuration (or model) changes a verdict. With
+//! gets a private MALJAN_HOME, so no user configuration (or model) changes a verdict, and the
+//! directory of MALJAN_UPX in front of its PATH, so UPX-packed programs are unpacked. With
 //! --reuse, a report already in --reports is read instead of running the file again.
 
 use std::{
@@ -196,6 +197,16 @@ fn run_one(o: &Options, e: &Entry, home: &Path) -> Outcome {
     }
 }
 
+/// PATH with the directory of the corpus's upx (MALJAN_UPX, which scripts/corpus.sh exports) in
+/// front, so the analysis server that `maljan analyze` starts (it passes PATH on, not MALJAN_UPX)
+/// can unpack; None when MALJAN_UPX is not set.
+fn upx_path() -> Option<std::ffi::OsString> {
+    let upx = PathBuf::from(std::env::var_os("MALJAN_UPX")?);
+    let dir = upx.parent()?.to_path_buf();
+    let rest = std::env::var_os("PATH").unwrap_or_default();
+    std::env::join_paths(std::iter::once(dir).chain(std::env::split_paths(&rest))).ok()
+}
+
 /// One `maljan analyze` with a 15-minute limit (a 50 MiB random file in a debug build is slow).
 fn run_analyze(maljan: &Path, sample: &Path, report: &Path, home: &Path) -> anyhow::Result<()> {
     let mut cmd = Command::new(maljan);
@@ -212,6 +223,9 @@ fn run_analyze(maljan: &Path, sample: &Path, report: &Path, home: &Path) -> anyh
         if k.to_string_lossy().starts_with("MALJAN_LLM_") {
             cmd.env_remove(k);
         }
+    }
+    if let Some(path) = upx_path() {
+        cmd.env("PATH", path);
     }
     let mut child = cmd
         .spawn()
