@@ -1,6 +1,7 @@
-//! `maljan analyze SAMPLE`: a front end of the one job pipeline (`maljan_agent::pipeline`) —
-//! options, the runtime of this one job, its hold on the queue row, progress on the terminal,
-//! the report file and the exit status.
+//! `maljan analyze SAMPLE…`: a front end of the one job pipeline (`maljan_agent::pipeline`) —
+//! options, the runtime of the command's jobs, each job's hold on its queue row, progress on the
+//! terminal, the report files and the exit status. One file is analysed here, synchronously;
+//! several (or a folder) go to [`crate::bulk`], which runs them through the same [`Jobs`].
 
 use std::{
     path::{Path, PathBuf},
@@ -8,14 +9,19 @@ use std::{
     sync::Arc,
 };
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::Args;
-use maljan_agent::pipeline::{self, Analysis, ModelChoice, Request, SampleSource, Scope, Setup};
+use maljan_agent::{
+    AgentProgress,
+    pipeline::{self, Analysis, ModelChoice, Outcome, Request, SampleSource, Scope, Setup},
+};
 use maljan_client::{Config, NewQueuedJob, Runtime, Sample, job::new_job_id};
-use maljan_triage::{Format, render, term::TerminalProgress};
+use maljan_triage::{Format, RecursionLimits, render, term::TerminalProgress, visible};
 use tokio_util::sync::CancellationToken;
 
-/// How long this process's hold on its job lasts without renewal (renewed every third of it).
+use crate::report_file::{check_writable, io_reason, shown, write_atomically};
+
+/// How long this process's hold on a job lasts without renewal (renewed every third of it).
 const LEASE_MS: i64 = 15_000;
 
 const EXIT_HELP: &str = "\
@@ -24,8 +30,22 @@ Exit status:
   3  degraded: the report is written and whole, but some step failed or a server was unavailable,
      rested or could not be handed the sample (the header lists each failure once, with its remedy)
   4  failed: no step produced an answer (the report is still written and says why)
-  1  no report could be written (unreadable sample, bad config or plan, unwritable report path)
-  2  bad command line
+  1  no report could be written (unreadable or empty sample, bad config or plan, unwritable report
+     path: checked before the analysis runs)
+  2  bad command line (an unknown --format, an --index that is not .md, .json, .csv or .html)
+With several samples the status is the worst of theirs, in the order 0, 3, 4, 1 (130 when
+cancelled); the index lists each sample's own.
+
+Several samples: `maljan analyze A B DIR… [--recursive] [--jobs N] [--index FILE]` analyses every
+file given and every regular file in each folder given (with --recursive, in its subfolders too;
+symbolic links to folders are not followed), --jobs at a time, sharing the tool-server processes
+(each job keeps its own private directory and files root). A file whose sha256 was already seen
+is analysed once: the index lists it as a duplicate with the first one's report. The reports are
+named as for one sample (maljan-report-<name>-<sha256 prefix>.<ext>) in --report DIR (an existing
+folder), else in the index's folder, else in the current folder. The index (--index FILE, else
+maljan-index.md beside the reports) has one row per sample: sample, type, size, sha256, verdict,
+status, top facts and report; its format is FILE's extension (md, json, csv or html). A progress
+bar is drawn on a terminal; stdout gets the index's path.
 
 The steps: identify_file, hashes, the format's own tool (pe_info, elf_info, macho_info,
 document_info or archive_list, chosen from identify_file's answer), strings, iocs_from_file,
@@ -45,18 +65,20 @@ run: the report is still written, marked cancelled (exit status 130).";
 #[derive(Args)]
 #[command(after_long_help = EXIT_HELP)]
 pub struct AnalyzeArgs {
-    /// The sample file to analyse.
-    pub sample: PathBuf,
+    /// The sample file to analyse; or several files and folders (see "Several samples" below).
+    #[arg(required = true, value_name = "SAMPLE")]
+    pub samples: Vec<PathBuf>,
     /// Servers to use, comma-separated, in order of preference (default: every enabled server).
     #[arg(long, value_delimiter = ',', value_name = "A,B")]
     pub servers: Option<Vec<String>>,
-    /// Where to write the report (default: ./maljan-report-<sample>-<sha256 prefix>.<ext>).
-    #[arg(long, value_name = "FILE")]
+    /// Where to write the report (default: ./maljan-report-<sample>-<sha256 prefix>.<ext>); its
+    /// folder must exist. With several samples: an existing folder for the reports.
+    #[arg(long, value_name = "FILE|DIR")]
     pub report: Option<PathBuf>,
     /// Report format: md, json, html, stix (a STIX 2.1 bundle) or csv (the IOCs) (default: from
     /// --report's extension, else md).
-    #[arg(long, value_name = "md|json|html|stix|csv")]
-    pub format: Option<String>,
+    #[arg(long, value_name = "md|json|html|stix|csv", value_parser = parse_format)]
+    pub format: Option<Format>,
     /// How deep members of members are analysed (archives, attachments, embedded objects); 0
     /// analyses the sample alone.
     #[arg(long, value_name = "N", default_value_t = 5)]
@@ -80,125 +102,226 @@ pub struct AnalyzeArgs {
     /// its sha256 (otherwise it is removed with the job's private directory).
     #[arg(long, value_name = "DIR")]
     pub keep_artifacts: Option<PathBuf>,
+    /// Several samples: analyse the files in the given folders' subfolders too.
+    #[arg(long, short = 'r')]
+    pub recursive: bool,
+    /// Several samples: how many are analysed at once (default: the cores, at most 4).
+    #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub jobs: Option<u16>,
+    /// Several samples: the index to write (md, json, csv or html, by its extension; default:
+    /// maljan-index.md beside the reports). Given with one file, that file is indexed too.
+    #[arg(long, value_name = "FILE", value_parser = crate::index::parse_index_path)]
+    pub index: Option<PathBuf>,
+}
+
+/// `--format`: a bad value is a bad command line (exit status 2, from clap).
+fn parse_format(s: &str) -> Result<Format, String> {
+    Format::parse(s).ok_or_else(|| "expected md, json, html, stix or csv".to_string())
 }
 
 pub async fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
-    let format = match (&args.format, &args.report) {
-        (Some(f), _) => Format::parse(f)
-            .with_context(|| format!("--format {f}: expected md, json, html, stix or csv"))?,
-        (None, Some(p)) => p
-            .extension()
-            .and_then(|e| e.to_str())
-            .and_then(Format::parse)
-            .unwrap_or(Format::Markdown),
-        (None, None) => Format::Markdown,
-    };
-    let meta = std::fs::metadata(&args.sample)
-        .with_context(|| format!("cannot read the sample {}", args.sample.display()))?;
-    if !meta.is_file() {
-        bail!("{} is not a regular file", args.sample.display());
+    let several =
+        args.samples.len() > 1 || args.index.is_some() || args.samples.iter().any(|p| p.is_dir());
+    if several {
+        crate::bulk::analyze_many(args).await
+    } else {
+        analyze_one(args).await
     }
-    let sample = Sample::read(&args.sample)
-        .with_context(|| format!("cannot read the sample {}", args.sample.display()))?;
+}
 
-    let mut config = Config::load(args.config.as_deref())?;
-    if let Some(list) = &args.servers {
-        for name in list {
-            if config.server(name).is_none() {
-                let known: Vec<&str> = config.servers.keys().map(String::as_str).collect();
-                bail!(
-                    "--servers: no server named '{name}' is configured (configured: {})",
-                    known.join(", ")
-                );
+/// Reads a sample's size and sha256, or says in one line why it cannot be analysed.
+pub(crate) fn read_sample(path: &Path) -> Result<Sample, String> {
+    let name = shown(path);
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(format!("no sample at {name}"));
+        }
+        Err(e) => return Err(format!("cannot read the sample {name}: {}", io_reason(&e))),
+    };
+    if !meta.is_file() {
+        return Err(format!("{name} is not a regular file"));
+    }
+    let sample = Sample::read(path)
+        .map_err(|e| format!("cannot read the sample {name}: {}", io_reason(&e)))?;
+    if sample.size == 0 {
+        return Err(format!("{name} is empty (0 bytes): nothing to analyse"));
+    }
+    Ok(sample)
+}
+
+/// What the command's jobs share: the runtime (and so the tool-server processes), the pipeline,
+/// and the options every job gets.
+pub(crate) struct Jobs {
+    pub runtime: Arc<Runtime>,
+    pub analysis: Analysis,
+    /// This process's name in the queue.
+    pub worker: String,
+    pub servers: Option<Vec<String>>,
+    pub recursion: RecursionLimits,
+    pub keep_artifacts: Option<PathBuf>,
+}
+
+impl Jobs {
+    /// The config with the built-in servers rooted for the jobs (for one job only, `dedicated`,
+    /// in that job's directory; else in every job's), the setup (plan, stages, model) and the
+    /// runtime over them. Says on stderr when the verdict will be the heuristic one.
+    pub fn open(args: &AnalyzeArgs, dedicated: Option<&str>) -> anyhow::Result<Self> {
+        let mut config = Config::load(args.config.as_deref())?;
+        if let Some(list) = &args.servers {
+            for name in list {
+                if config.server(name).is_none() {
+                    let known: Vec<&str> = config.servers.keys().map(String::as_str).collect();
+                    bail!(
+                        "--servers: no server named '{}' is configured (configured: {})",
+                        visible(name),
+                        visible(&known.join(", "))
+                    );
+                }
             }
         }
+        match dedicated {
+            Some(job_id) => {
+                let dir = pipeline::job_dir(&config.data_dir, job_id);
+                pipeline::root_builtins(&mut config, Scope::Dedicated(&dir));
+            }
+            None => pipeline::root_builtins(&mut config, Scope::Shared),
+        }
+        let model = if args.no_agent {
+            eprintln!("--no-agent: triage only, with the heuristic verdict");
+            ModelChoice::Off
+        } else {
+            ModelChoice::Configured(args.model.as_deref())
+        };
+        let setup =
+            Setup::discover(&config, args.steps.as_deref(), model).map_err(anyhow::Error::msg)?;
+        if !args.no_agent && setup.models.is_none() {
+            eprintln!(
+                "no model configured ([llm] in config.toml, or MALJAN_LLM_MODEL): triage only, with the heuristic verdict"
+            );
+        }
+        let runtime = Runtime::open(config)?;
+        Ok(Self {
+            analysis: Analysis {
+                runtime: runtime.clone(),
+                setup: Arc::new(setup),
+                store: None,
+            },
+            runtime,
+            worker: maljan_agent::worker::process_name("analyze"),
+            servers: args.servers.clone(),
+            recursion: RecursionLimits {
+                max_depth: args.max_depth,
+                max_children: args.max_children,
+                ..Default::default()
+            },
+            keep_artifacts: args.keep_artifacts.clone(),
+        })
     }
-    // This process runs one job: its built-in servers work in that job's directory.
-    let job_id = new_job_id();
-    let dir = pipeline::job_dir(&config.data_dir, &job_id);
-    pipeline::root_builtins(&mut config, Scope::Dedicated(&dir));
-    let model = if args.no_agent {
-        eprintln!("--no-agent: triage only, with the heuristic verdict");
-        ModelChoice::Off
-    } else {
-        ModelChoice::Configured(args.model.as_deref())
-    };
-    let setup =
-        Setup::discover(&config, args.steps.as_deref(), model).map_err(anyhow::Error::msg)?;
-    if !args.no_agent && setup.models.is_none() {
-        eprintln!(
-            "no model configured ([llm] in config.toml, or MALJAN_LLM_MODEL): triage only, with the heuristic verdict"
-        );
-    }
-    let runtime = Runtime::open(config)?;
 
-    // A queue job like any other (`maljan jobs list`, the console), run here under a lease.
-    let worker = maljan_agent::worker::process_name("analyze");
-    runtime.ledger().enqueue_running(
-        NewQueuedJob {
+    /// Runs `sample` as job `job_id`, a queue job like any other (`maljan jobs list`, the
+    /// console): enqueued as running under this process's lease, run through the pipeline, marked
+    /// finished. Err only when the job could not start.
+    pub async fn run(
+        &self,
+        job_id: String,
+        sample: &Sample,
+        cancel: CancellationToken,
+        progress: Arc<dyn AgentProgress>,
+    ) -> anyhow::Result<Outcome> {
+        let label = format!("sample {}", sample.path.display());
+        let ledger = self.runtime.ledger().clone();
+        let queued = NewQueuedJob {
             job_id: job_id.clone(),
-            label: format!("sample {}", sample.path.display()),
+            label: label.clone(),
             sample_sha256: sample.sha256.clone(),
             sample_name: sample.name.clone(),
             sample_size: sample.size as i64,
-            servers: args.servers.clone().unwrap_or_default(),
-            agent: setup.models.is_some(),
-        },
-        &worker,
-        LEASE_MS,
-    )?;
-    let cancel = CancellationToken::new();
+            servers: self.servers.clone().unwrap_or_default(),
+            agent: self.analysis.setup.models.is_some(),
+        };
+        let worker = self.worker.clone();
+        tokio::task::spawn_blocking(move || ledger.enqueue_running(queued, &worker, LEASE_MS))
+            .await??;
+        let lease = maljan_agent::worker::hold_lease(
+            self.runtime.ledger().clone(),
+            job_id.clone(),
+            self.worker.clone(),
+            LEASE_MS,
+            cancel.clone(),
+        );
+        let request = Request {
+            job_id: job_id.clone(),
+            label,
+            sample: SampleSource::Local(sample.path.clone()),
+            servers: self.servers.clone(),
+            agent: true,
+            recursion: self.recursion,
+            keep_artifacts: self.keep_artifacts.clone(),
+            cancel,
+        };
+        let outcome = self.analysis.run(request, progress).await;
+        lease.stop();
+        let (state, error) = match &outcome {
+            Ok(o) => (o.report.status.as_str().to_string(), None),
+            Err(e) => ("failed".to_string(), Some(e.to_string())),
+        };
+        let (ledger, worker) = (self.runtime.ledger().clone(), self.worker.clone());
+        let id = job_id.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            if error.is_some() {
+                let _ = ledger.finish_job(&id, "failed");
+            }
+            ledger.finish_queued(&id, &worker, &state, error.as_deref())
+        })
+        .await;
+        if !matches!(done, Ok(Ok(_))) {
+            tracing::warn!("job {job_id}: could not be marked finished: {done:?}");
+        }
+        Ok(outcome?)
+    }
+}
+
+/// Cancels `cancel` on Ctrl-C, saying so once.
+pub(crate) fn cancel_on_interrupt(cancel: &CancellationToken) {
     let on_interrupt = cancel.clone();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("cancelling: the calls in flight are cancelled, the report is still written");
+            eprintln!(
+                "cancelling: the calls in flight are cancelled, the reports are still written"
+            );
             on_interrupt.cancel();
         }
     });
-    let lease = maljan_agent::worker::hold_lease(
-        runtime.ledger().clone(),
-        job_id.clone(),
-        worker.clone(),
-        LEASE_MS,
-        cancel.clone(),
-    );
-    let analysis = Analysis {
-        runtime: runtime.clone(),
-        setup: Arc::new(setup),
-        store: None,
+}
+
+/// One sample, synchronously, with its steps drawn on the terminal.
+async fn analyze_one(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
+    let format = args.format.unwrap_or_else(|| {
+        args.report
+            .as_ref()
+            .and_then(|p| p.extension())
+            .and_then(|e| e.to_str())
+            .and_then(Format::parse)
+            .unwrap_or(Format::Markdown)
+    });
+    let sample = read_sample(&args.samples[0]).map_err(anyhow::Error::msg)?;
+    // Found before the analysis runs, not after it.
+    let path = match &args.report {
+        Some(p) => p.clone(),
+        None => default_report_path(&sample.name, &sample.sha256, format),
     };
-    let request = Request {
-        job_id: job_id.clone(),
-        label: format!("sample {}", sample.path.display()),
-        sample: SampleSource::Local(sample.path.clone()),
-        servers: args.servers.clone(),
-        agent: true,
-        recursion: maljan_triage::RecursionLimits {
-            max_depth: args.max_depth,
-            max_children: args.max_children,
-            ..Default::default()
-        },
-        keep_artifacts: args.keep_artifacts.clone(),
-        cancel,
-    };
-    let outcome = analysis
-        .run(request, Arc::new(TerminalProgress::new()))
+    check_writable(&path, "the report")?;
+
+    // This process runs one job: its built-in servers work in that job's directory.
+    let job_id = new_job_id();
+    let jobs = Jobs::open(&args, Some(&job_id))?;
+    let cancel = CancellationToken::new();
+    cancel_on_interrupt(&cancel);
+    let outcome = jobs
+        .run(job_id, &sample, cancel, Arc::new(TerminalProgress::new()))
         .await;
-    lease.stop();
-    let (state, error) = match &outcome {
-        Ok(o) => (o.report.status.as_str(), None),
-        Err(e) => ("failed", Some(e.to_string())),
-    };
-    if error.is_some() {
-        let _ = runtime.ledger().finish_job(&job_id, "failed");
-    }
-    if let Err(e) = runtime
-        .ledger()
-        .finish_queued(&job_id, &worker, state, error.as_deref())
-    {
-        tracing::warn!("job {job_id}: could not be marked finished: {e}");
-    }
-    runtime.shutdown().await;
+    jobs.runtime.shutdown().await;
     let outcome = outcome?;
     let report = outcome.report;
     if let Some(to) = &args.keep_artifacts {
@@ -206,15 +329,10 @@ pub async fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
             "kept {} artifact{} in {}",
             outcome.kept.len(),
             if outcome.kept.len() == 1 { "" } else { "s" },
-            to.display()
+            shown(to)
         );
     }
-
-    let path = match &args.report {
-        Some(p) => p.clone(),
-        None => default_report_path(&report.sample.name, &report.sample.sha256, format),
-    };
-    write_report(&path, &render::render(&report, format))?;
+    write_atomically(&path, &render::render(&report, format), "the report")?;
 
     let failures: usize = report.failures.iter().map(|f| f.count).sum();
     eprintln!(
@@ -229,10 +347,16 @@ pub async fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         } else {
             "s"
         },
-        report.job_id
+        visible(&report.job_id)
     );
     for f in &report.failures {
-        eprintln!("  {}× {} {}: {}", f.count, f.code, f.tool, f.remediation);
+        eprintln!(
+            "  {}× {} {}: {}",
+            f.count,
+            visible(&f.code),
+            visible(&f.tool),
+            visible(&f.remediation)
+        );
     }
     if let Some(v) = &report.verdict {
         eprintln!(
@@ -242,17 +366,17 @@ pub async fn analyze(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
             v.source.as_str(),
             v.model
                 .as_ref()
-                .map(|m| format!(" {m}"))
+                .map(|m| format!(" {}", visible(m)))
                 .unwrap_or_default(),
             v.claims.len(),
             if v.claims.len() == 1 { "" } else { "s" }
         );
         if let Some(d) = &v.degradation {
-            eprintln!("  {d}");
+            eprintln!("  {}", visible(d));
         }
     }
     // The path on stdout: the one thing a script wants from this command.
-    println!("{}", path.display());
+    println!("{}", shown(&path));
     Ok(ExitCode::from(report.status.exit_code()))
 }
 
@@ -275,7 +399,8 @@ pub(crate) fn allow_sample_dir(config: &mut Config, sample: &Path) {
     }
 }
 
-fn default_report_path(name: &str, sha256: &str, format: Format) -> PathBuf {
+/// `maljan-report-<name>-<sha256 prefix>.<ext>`, the name made of `[A-Za-z0-9._-]` only.
+pub(crate) fn default_report_path(name: &str, sha256: &str, format: Format) -> PathBuf {
     let stem: String = name
         .chars()
         .map(|c| {
@@ -292,24 +417,4 @@ fn default_report_path(name: &str, sha256: &str, format: Format) -> PathBuf {
         "maljan-report-{stem}-{short}.{}",
         format.extension()
     ))
-}
-
-/// Writes atomically (a temp file renamed into place) so a reader never sees half a report.
-fn write_report(path: &Path, text: &str) -> anyhow::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        path.file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("report"),
-        std::process::id()
-    ));
-    std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path)
-        .with_context(|| format!("cannot write the report {}", path.display()))?;
-    Ok(())
 }
