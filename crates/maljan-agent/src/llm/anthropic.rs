@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Endpoint, Message, Parsed, ToolCall, ToolSpec, Wire};
+use super::{Endpoint, Message, Parsed, ToolCall, Wire};
 
 pub(super) const WIRE: Wire = Wire {
     path: "/messages",
@@ -19,7 +19,7 @@ pub(super) const WIRE: Wire = Wire {
     parse,
 };
 
-fn request(ep: &Endpoint, messages: &[Message], tools: &[ToolSpec]) -> Value {
+fn request(ep: &Endpoint, messages: &[Message], tools: &[Value]) -> Value {
     let mut system = Vec::new();
     let mut turns: Vec<(String, Vec<Value>)> = Vec::new();
     let mut push = |role: &str, block: Value| match turns.last_mut() {
@@ -72,10 +72,7 @@ fn request(ep: &Endpoint, messages: &[Message], tools: &[ToolSpec]) -> Value {
         body["system"] = Value::String(system.join("\n\n"));
     }
     if !tools.is_empty() {
-        body["tools"] = tools
-            .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
-            .collect();
+        body["tools"] = Value::Array(tools.to_vec());
     }
     body
 }

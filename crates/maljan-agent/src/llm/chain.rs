@@ -1,14 +1,19 @@
 //! The chain of models: the configured one, then each fallback in order. The next one is tried
 //! only when a provider fails (unreachable, timeout, 429 or 5xx once more after honouring its
 //! Retry-After, unknown model) — never because of what a model answered. Once a fallback has
-//! answered, the job keeps talking to it.
+//! answered, the job keeps talking to it. A job's tools are converted to each endpoint's schema
+//! dialect once, not per request.
 
 use std::{
-    sync::atomic::{AtomicUsize, Ordering},
+    collections::HashMap,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::Duration,
 };
 
-use super::{Endpoint, Message, ProviderError, Reply, ToolSpec};
+use super::{Declared, Dialect, Endpoint, Message, ProviderError, Reply, ToolSpec};
 
 /// A model that failed, and how.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +43,14 @@ pub struct Models {
     current: AtomicUsize,
     /// The longest Retry-After honoured; a longer one moves on to the next model at once.
     pub max_retry_wait: Duration,
+    declared: Mutex<DeclaredTools>,
+}
+
+/// The tool set last sent, in each dialect it has been converted to.
+#[derive(Debug, Default)]
+struct DeclaredTools {
+    tools: Vec<ToolSpec>,
+    by_dialect: HashMap<Dialect, Arc<Declared>>,
 }
 
 impl Models {
@@ -49,7 +62,22 @@ impl Models {
             http: super::http_client(),
             current: AtomicUsize::new(0),
             max_retry_wait: Duration::from_secs(60),
+            declared: Mutex::default(),
         }
+    }
+
+    /// `tools` in `dialect`, converted the first time this tool set meets that dialect.
+    fn declared(&self, dialect: Dialect, tools: &[ToolSpec]) -> Arc<Declared> {
+        let mut cache = self.declared.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.tools != tools {
+            cache.tools = tools.to_vec();
+            cache.by_dialect.clear();
+        }
+        cache
+            .by_dialect
+            .entry(dialect)
+            .or_insert_with(|| Arc::new(dialect.declare(tools)))
+            .clone()
     }
 
     pub fn endpoints(&self) -> &[Endpoint] {
@@ -74,8 +102,9 @@ impl Models {
         let start = self.current.load(Ordering::Relaxed);
         for (i, ep) in self.endpoints.iter().enumerate().skip(start) {
             let mut retried = false;
+            let declared = self.declared(ep.dialect(), tools);
             loop {
-                match ep.complete(&self.http, messages, tools).await {
+                match ep.complete_declared(&self.http, messages, &declared).await {
                     Ok(reply) => {
                         self.current.store(i, Ordering::Relaxed);
                         return Ok((reply, attempts));

@@ -1,12 +1,14 @@
 //! Model providers: the conversation as the agent keeps it, the two wire formats it is sent in
-//! (OpenAI Chat Completions, which OpenAI, vLLM, llama.cpp's server, Ollama's `/v1` and LM Studio
-//! all speak with no vendor-only field; Anthropic Messages), and the chain of fallbacks.
+//! (OpenAI Chat Completions, which OpenAI, vLLM, llama.cpp's server, Ollama's `/v1`, LM Studio
+//! and Gemini's OpenAI-compatible endpoint all speak; Anthropic Messages), the schema dialect
+//! each provider takes its tools in (`dialect`), and the chain of fallbacks.
 //!
 //! A request goes to the configured base_url and nowhere else (no redirect is followed); the API
 //! key is a [`Secret`] and never reaches a log or an error message.
 
 mod anthropic;
 mod chain;
+pub mod dialect;
 mod openai;
 mod settings;
 
@@ -17,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use chain::{Attempt, ChainError, Models};
+pub use dialect::{Declared, Dialect};
 pub use settings::{Overrides, SettingsError, effective, resolve};
 
 /// One message of the conversation, independent of the wire format.
@@ -134,16 +137,34 @@ impl Endpoint {
         format!("{}/{}", self.provider.as_str(), self.model)
     }
 
-    /// One request, one answer (no retry here: the chain decides).
+    /// The schema dialect this endpoint takes tools in.
+    pub fn dialect(&self) -> Dialect {
+        Dialect::of(self)
+    }
+
+    /// One request, one answer (no retry here: the chain decides). The tools are converted to
+    /// the endpoint's dialect for this request; [`Models`] converts a job's tools once.
     pub async fn complete(
         &self,
         http: &reqwest::Client,
         messages: &[Message],
         tools: &[ToolSpec],
     ) -> Result<Reply, ProviderError> {
+        self.complete_declared(http, messages, &self.dialect().declare(tools))
+            .await
+    }
+
+    /// One request with tools already in this endpoint's dialect; the calls in the answer are
+    /// read back to each tool's own schema.
+    pub async fn complete_declared(
+        &self,
+        http: &reqwest::Client,
+        messages: &[Message],
+        tools: &Declared,
+    ) -> Result<Reply, ProviderError> {
         let wire = self.provider.wire();
         let url = format!("{}{}", self.base_url, wire.path);
-        let body = serde_json::to_vec(&(wire.request)(self, messages, tools))
+        let body = serde_json::to_vec(&(wire.request)(self, messages, &tools.entries))
             .map_err(|e| ProviderError::BadAnswer(e.to_string()))?;
         let request_bytes = body.len();
         let req = http
@@ -170,7 +191,10 @@ impl Endpoint {
         let json = json.ok_or_else(|| {
             ProviderError::BadAnswer(format!("the answer is not JSON ({} bytes)", bytes.len()))
         })?;
-        let parsed = (wire.parse)(&json).map_err(ProviderError::BadAnswer)?;
+        let mut parsed = (wire.parse)(&json).map_err(ProviderError::BadAnswer)?;
+        for call in &mut parsed.tool_calls {
+            tools.restore(call);
+        }
         Ok(Reply {
             text: parsed.text,
             tool_calls: parsed.tool_calls,
@@ -197,7 +221,8 @@ impl Endpoint {
 pub(crate) struct Wire {
     /// Appended to the base_url.
     pub path: &'static str,
-    pub request: fn(&Endpoint, &[Message], &[ToolSpec]) -> Value,
+    /// The request body, with the tools as the dialect declared them.
+    pub request: fn(&Endpoint, &[Message], &[Value]) -> Value,
     /// The key (when there is one) and any header the format requires.
     pub headers: fn(reqwest::RequestBuilder, Option<&str>) -> reqwest::RequestBuilder,
     pub parse: fn(&Value) -> Result<Parsed, String>,

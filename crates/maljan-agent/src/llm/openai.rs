@@ -1,10 +1,11 @@
 //! OpenAI Chat Completions, in the subset every compatible server accepts: `model`, `messages`,
-//! `tools` (type function), `max_tokens`, `temperature`. Nothing vendor-only is required, and
-//! answers are read leniently (arguments as a string or an object, usage absent).
+//! `tools` (type function, declared by `dialect`: `strict` where the schema allows it, which a
+//! server that does not know it ignores), `max_tokens`, `temperature`. Nothing vendor-only is
+//! required, and answers are read leniently (arguments as a string or an object, usage absent).
 
 use serde_json::{Value, json};
 
-use super::{Endpoint, Message, Parsed, ToolCall, ToolSpec, Wire};
+use super::{Endpoint, Message, Parsed, ToolCall, Wire};
 
 pub(super) const WIRE: Wire = Wire {
     path: "/chat/completions",
@@ -16,7 +17,7 @@ pub(super) const WIRE: Wire = Wire {
     parse,
 };
 
-fn request(ep: &Endpoint, messages: &[Message], tools: &[ToolSpec]) -> Value {
+fn request(ep: &Endpoint, messages: &[Message], tools: &[Value]) -> Value {
     let messages: Vec<Value> = messages
         .iter()
         .map(|m| match m {
@@ -50,13 +51,7 @@ fn request(ep: &Endpoint, messages: &[Message], tools: &[ToolSpec]) -> Value {
         "temperature": 0,
     });
     if !tools.is_empty() {
-        body["tools"] = tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.parameters}})
-            })
-            .collect();
+        body["tools"] = Value::Array(tools.to_vec());
     }
     body
 }
