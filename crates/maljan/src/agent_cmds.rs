@@ -25,7 +25,8 @@ pub enum LlmCommand {
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
-    /// Send one tiny request: prints the model, the latency and whether tool calls work.
+    /// Send one tiny request: prints the model, the latency and whether tool calls work (exit
+    /// status 3 when the model answers without calling the tool, 1 when it cannot be reached).
     Test {
         /// Test this model instead of the configured one.
         #[arg(long, value_name = "M")]

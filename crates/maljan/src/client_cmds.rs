@@ -43,7 +43,8 @@ pub enum ServersCommand {
         #[command(flatten)]
         config: ConfigArg,
     },
-    /// Connect, perform the handshake, and show the protocol version, tools and manifest.
+    /// Connect, perform the handshake, and show the protocol version, tools and manifest (exit
+    /// status 1 when the server cannot be reached).
     Test {
         name: String,
         #[command(flatten)]
@@ -69,11 +70,13 @@ pub enum ServersCommand {
 
 #[derive(Args)]
 pub struct AddArgs {
+    /// The server's name: a lower-case letter, then at most 31 lower-case letters, digits, '-'
+    /// or '_'.
+    #[arg(value_parser = server_name)]
     pub name: String,
     #[command(flatten)]
     pub config: ConfigArg,
-    /// stdio | http | streamable-http | sse
-    #[arg(long, default_value = "stdio")]
+    #[arg(long, default_value = "stdio", value_parser = ["stdio", "http", "streamable-http", "sse"])]
     pub transport: String,
     /// The command that starts a stdio server.
     #[arg(long)]
@@ -82,8 +85,8 @@ pub struct AddArgs {
     #[arg(long = "arg", value_name = "ARG", allow_hyphen_values = true)]
     pub arg: Vec<String>,
     /// KEY=VALUE set in the server's environment (repeatable).
-    #[arg(long = "env", value_name = "KEY=VALUE")]
-    pub env: Vec<String>,
+    #[arg(long = "env", value_name = "KEY=VALUE", value_parser = key_value)]
+    pub env: Vec<(String, String)>,
     /// A parent environment variable to pass through (repeatable).
     #[arg(long = "env-allow", value_name = "NAME")]
     pub env_allow: Vec<String>,
@@ -113,13 +116,14 @@ pub struct AddArgs {
     pub rest: Vec<String>,
 }
 
+/// Exit status 1 when the call fails (the error's code and remedy are printed on stderr).
 #[derive(Args)]
 pub struct CallArgs {
     pub server: String,
     pub tool: String,
     /// The tool's arguments as a JSON object.
-    #[arg(long, value_name = "JSON", default_value = "{}")]
-    pub args: String,
+    #[arg(long, value_name = "JSON", default_value = "{}", value_parser = json_object)]
+    pub args: Value,
     /// Print the whole call record as JSON.
     #[arg(long)]
     pub json: bool,
@@ -258,12 +262,6 @@ fn list(config: ConfigArg, as_json: bool) -> anyhow::Result<ExitCode> {
 
 fn add(a: AddArgs) -> anyhow::Result<ExitCode> {
     let mut c = Config::load_for_edit(a.config.config.as_deref())?;
-    if !valid_server_name(&a.name) {
-        bail!(
-            "'{}' is not a server name: a lower-case letter first, then at most 31 lower-case letters, digits, '-' or '_'",
-            a.name
-        );
-    }
     if c.servers.contains_key(&a.name) && !a.replace {
         bail!(
             "a server named '{}' exists in {}; use --replace to change it",
@@ -277,13 +275,7 @@ fn add(a: AddArgs) -> anyhow::Result<ExitCode> {
             a.transport
         )
     })?;
-    let mut env = BTreeMap::new();
-    for kv in &a.env {
-        let (k, v) = kv
-            .split_once('=')
-            .with_context(|| format!("--env {kv}: expected KEY=VALUE"))?;
-        env.insert(k.to_string(), v.to_string());
-    }
+    let env: BTreeMap<String, String> = a.env.into_iter().collect();
     let (old_token, old_oauth) = c
         .servers
         .get(&a.name)
@@ -449,11 +441,39 @@ async fn test(name: &str, config: ConfigArg, as_json: bool) -> anyhow::Result<Ex
     Ok(ExitCode::SUCCESS)
 }
 
-pub async fn call(args: CallArgs) -> anyhow::Result<ExitCode> {
-    let parsed: Value = serde_json::from_str(&args.args).context("--args must be a JSON object")?;
-    if !parsed.is_object() {
-        bail!("--args must be a JSON object, like '{{\"path\": \".\"}}'");
+/// A server name as the config takes it (a bad one is a bad command line: status 2).
+fn server_name(s: &str) -> Result<String, String> {
+    if valid_server_name(s) {
+        Ok(s.to_string())
+    } else {
+        Err(
+            "not a server name: a lower-case letter first, then at most 31 lower-case letters, digits, '-' or '_'"
+                .into(),
+        )
     }
+}
+
+/// `KEY=VALUE`, the key not empty.
+fn key_value(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err("expected KEY=VALUE".into()),
+    }
+}
+
+/// A JSON object, like `{"path": "."}`.
+fn json_object(s: &str) -> Result<Value, String> {
+    match serde_json::from_str::<Value>(s) {
+        Ok(v) if v.is_object() => Ok(v),
+        Ok(_) => Err(r#"not a JSON object; write the arguments like '{"path": "."}'"#.into()),
+        Err(e) => Err(format!(
+            "not JSON ({e}); write the arguments like '{{\"path\": \".\"}}'"
+        )),
+    }
+}
+
+pub async fn call(args: CallArgs) -> anyhow::Result<ExitCode> {
+    let parsed = args.args;
     let c = Config::load(args.config.config.as_deref())?;
     let rt = Runtime::open(c)?;
     let job = rt.new_job(JobSpec::labelled(format!(
@@ -515,6 +535,13 @@ pub async fn ledger(args: LedgerArgs) -> anyhow::Result<ExitCode> {
     let path = c.ledger_path();
     // An SQLite ledger that was never written is reported as empty, not created.
     if url == format!("sqlite:{}", path.display()) && !path.exists() {
+        if let Some(job) = &args.job {
+            bail!(
+                "no job '{}': the ledger {} does not exist yet",
+                visible(job),
+                path.display()
+            );
+        }
         if args.json {
             println!("[]");
         } else {

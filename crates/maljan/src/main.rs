@@ -16,9 +16,31 @@ mod worker_metrics;
 
 use clap::{Parser, Subcommand};
 
+/// The exit status of every command, as `maljan --help` prints it. A bad command line is clap's
+/// error (status 2) before anything runs; an error while running is status 1, whatever caused it.
+const EXIT_HELP: &str = "\
+Exit status:
+  0  done
+  1  the command could not do its work: an unreadable config, a server that cannot be reached
+     (`servers test`), a failed call (`call`), a job or server that does not exist; the reason is
+     printed on stderr as `maljan: …`
+  2  bad command line: an unknown command or option, a missing argument, an invalid value (such
+     as `servers add --transport ftp`, `jobs list --status done`, `call --args '[1]'`), found
+     before anything runs; clap says what is wrong on stderr
+  3  `llm test`: the model answered but did not call the tool
+`maljan analyze` has statuses of its own for a report written (0 complete, 3 degraded, 4 failed):
+see `maljan analyze --help`.";
+
 /// MCP tool servers that are fast, typed and safe, and a client runtime you can trust with many.
 #[derive(Parser)]
-#[command(name = "maljan", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "maljan",
+    version,
+    about,
+    long_about = None,
+    propagate_version = true,
+    after_help = EXIT_HELP
+)]
 struct Cli {
     /// Where jobs and the ledger live: sqlite:PATH (default: the data directory's ledger) or
     /// postgres://USER@HOST:PORT/DB.

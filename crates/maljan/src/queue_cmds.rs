@@ -86,8 +86,8 @@ pub struct WorkerArgs {
 pub enum JobsCommand {
     /// The queue, newest first.
     List {
-        /// Only jobs in this state (queued, running, complete, degraded, failed, cancelled).
-        #[arg(long, value_name = "S")]
+        /// Only jobs in this state.
+        #[arg(long, value_name = "S", value_parser = ["queued", "running", "complete", "degraded", "failed", "cancelled"])]
         status: Option<String>,
         #[arg(long, default_value_t = 50)]
         limit: usize,
