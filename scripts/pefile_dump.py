@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Prints, as one JSON object keyed by file name, what pefile reads from each PE in a directory —
+"""Prints, as one JSON object keyed by path (relative to DIR), what pefile reads from each PE
+(file starting with MZ) under a directory —
 the fields pe_info reports too (crates/maljan-analysis/tests/pe_parity.rs compares them):
 sections, entry point, imports, delay imports, bound imports, exports, TLS callbacks, overlay.
 
-Usage: pefile_dump.py DIR   (needs pefile: the peers venv, scripts/peers.sh)
+Usage: pefile_dump.py DIR [SUBDIR...]   (only those subdirectories when given; needs pefile:
+the peers venv, scripts/peers.sh)
 """
 
 import json
@@ -62,9 +64,25 @@ def tls_callbacks(pe):
     return out
 
 
+def long_name(pe, name):
+    """A `/N` section name resolved in the COFF string table (after the symbol table), as
+    objdump and pe_info show it; pefile leaves the reference."""
+    if not name.startswith(b"/") or not name[1:].isdigit():
+        return name
+    table = pe.FILE_HEADER.PointerToSymbolTable
+    if not table:
+        return name
+    at = table + 18 * pe.FILE_HEADER.NumberOfSymbols + int(name[1:])
+    rest = pe.__data__[at : at + 256]
+    end = rest.find(b"\0")
+    return rest[:end] if end >= 0 else name
+
+
 def dump(path):
     try:
-        pe = pefile.PE(path)
+        # Only the directories compared are parsed (the overlay reads the headers' entries).
+        pe = pefile.PE(path, fast_load=True)
+        pe.parse_data_directories(directories=[0, 1, 9, 11, 13])
     except pefile.PEFormatError as e:
         return {"error": str(e)}
     exports = None
@@ -86,7 +104,7 @@ def dump(path):
         "entry_point": pe.OPTIONAL_HEADER.AddressOfEntryPoint,
         "sections": [
             {
-                "name": text(s.Name.split(b"\0")[0]),
+                "name": text(long_name(pe, s.Name.split(b"\0")[0])),
                 "virtual_address": s.VirtualAddress,
                 "virtual_size": s.Misc_VirtualSize,
                 "raw_offset": s.PointerToRawData,
@@ -112,7 +130,16 @@ def dump(path):
 
 def main():
     root = sys.argv[1]
-    out = {name: dump(os.path.join(root, name)) for name in sorted(os.listdir(root))}
+    tops = [os.path.join(root, d) for d in sys.argv[2:]] or [root]
+    out = {}
+    for top in tops:
+        for folder, _, names in os.walk(top):
+            for name in sorted(names):
+                path = os.path.join(folder, name)
+                with open(path, "rb") as fh:
+                    if fh.read(2) != b"MZ":
+                        continue
+                out[os.path.relpath(path, root)] = dump(path)
     json.dump(out, sys.stdout)
 
 

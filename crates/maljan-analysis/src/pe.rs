@@ -277,12 +277,6 @@ fn build(
     if entry_section.is_none() && o.entry != 0 {
         anomalies.push("entry point lies outside every section".to_string());
     }
-    if !tls_callback_addresses.is_empty() {
-        anomalies.push(format!(
-            "{} TLS callback(s) run before the entry point",
-            tls_callback_addresses.len()
-        ));
-    }
     section_anomalies(&sections, &mut anomalies);
     if let Some(ov) = &overlay
         && ov.size > 0

@@ -76,6 +76,9 @@ pub(crate) struct PeMap<'a> {
     pub machine: u16,
     pub characteristics: u16,
     pub time_date_stamp: u32,
+    /// PointerToSymbolTable and NumberOfSymbols: the COFF string table after the symbols holds
+    /// the long section names (`/4`) MinGW writes.
+    symbols: (u32, u32),
     pub declared_sections: u16,
     /// File offset of the optional header.
     pub optional_at: usize,
@@ -128,6 +131,7 @@ impl<'a> PeMap<'a> {
             machine: u16_of(coff, 0),
             declared_sections: u16_of(coff, 2),
             time_date_stamp: u32_of(coff, 4),
+            symbols: (u32_of(coff, 8), u32_of(coff, 12)),
             size_of_optional: u16_of(coff, 16),
             characteristics: u16_of(coff, 18),
             optional_at,
@@ -353,6 +357,26 @@ impl<'a> PeMap<'a> {
         let r = self.at(rva)?;
         let r = &r[..r.len().min(max)];
         Some(&r[..memchr::memchr(0, r).unwrap_or(r.len())])
+    }
+
+    /// Section `index`'s name: as written, or the long name a `/N` name points at in the COFF
+    /// string table.
+    pub fn section_name(&self, index: usize) -> String {
+        let s = &self.sections[index];
+        let short = section_name(s);
+        let long = short
+            .strip_prefix('/')
+            .and_then(|n| n.parse::<u64>().ok())
+            .filter(|_| self.symbols.0 != 0)
+            .and_then(|n| {
+                let table = u64::from(self.symbols.0) + 18 * u64::from(self.symbols.1);
+                let at = usize::try_from(table + n).ok()?;
+                let rest = self.b.get(at..)?;
+                let rest = &rest[..rest.len().min(256)];
+                let end = memchr::memchr(0, rest)?;
+                Some(String::from_utf8_lossy(&rest[..end]).into_owned())
+            });
+        long.unwrap_or(short)
     }
 
     /// Data directory `i` when present and non-zero.

@@ -10,7 +10,7 @@ use crate::{
     budget::Budget,
     common::{le_u16, le_u32},
     identify::identify,
-    pe_map::{PeMap, section_name},
+    pe_map::PeMap,
 };
 
 /// A section as its header writes it; its entropy is that of the bytes the loader reads for it
@@ -49,7 +49,7 @@ pub(crate) fn section(
         (0x8000_0000, "write"),
     ];
     Ok(PeSection {
-        name: section_name(s),
+        name: map.section_name(index),
         virtual_address: s.virtual_address,
         virtual_size: s.virtual_size,
         raw_offset: s.raw_pointer,
