@@ -85,7 +85,13 @@ pub async fn analyze_many(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
         let verdict = row.verdict.as_deref().unwrap_or(&row.status).to_string();
         match &row.error {
             Some(e) => bar.suspend(|| eprintln!("not analysed: {e}")),
-            None => bar.set_message(format!("{} · {verdict}", visible(&row.sample))),
+            None => {
+                let name = Path::new(&row.sample)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                bar.set_message(format!("{} · {verdict}", visible(&name)));
+            }
         }
         codes.push(code);
         kept.extend(artifacts);
@@ -350,9 +356,15 @@ fn progress_bar(len: usize) -> ProgressBar {
     let bar = ProgressBar::with_draw_target(Some(len as u64), ProgressDrawTarget::stderr());
     bar.set_style(
         ProgressStyle::with_template(
-            "[{bar:30.cyan/blue}] {pos}/{len} samples · {per_sec} · {elapsed} {wide_msg}",
+            "[{bar:30.cyan/blue}] {pos}/{len} samples · {rate} · {elapsed} {wide_msg}",
         )
         .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .with_key(
+            "rate",
+            |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                let _ = write!(w, "{:.1}/s", state.per_sec());
+            },
+        )
         .progress_chars("=> "),
     );
     bar
