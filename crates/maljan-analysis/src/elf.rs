@@ -114,17 +114,59 @@ fn rwx(flags: u32) -> String {
 }
 
 /// Parses an ELF file within `budget`. `limit` caps each symbol list.
+///
+/// The kernel and ld.so read only the program headers; section headers are for tools, and a
+/// program hides from tools by lying in them (a table past the end of the file, a huge count, a
+/// string-table index out of range). When goblin refuses the section headers, the file is read
+/// again without them, from the program headers and the dynamic segment as the loader (and
+/// `readelf -D`) reads it, and the refusal is an anomaly.
 pub fn elf_info(b: &[u8], limit: usize, budget: &Budget) -> Result<ElfInfo, ToolError> {
     contain("ELF", || {
-        let elf = Elf::parse(b).map_err(|e| {
+        let refused = |e: &goblin::error::Error| {
             ToolError::unsupported_format(format!("not an ELF file this parser can read: {e}"))
                 .with_remediation("check identify_file; for a damaged ELF try strings or entropy")
-        })?;
-        build(b, &elf, limit, budget)
+        };
+        let strict = match Elf::parse(b) {
+            Ok(elf) => return build(b, &elf, limit, budget, Vec::new()),
+            Err(e) => e,
+        };
+        let copy = without_section_headers(b).ok_or_else(|| refused(&strict))?;
+        let elf = Elf::parse(&copy).map_err(|_| refused(&strict))?;
+        let anomaly = format!(
+            "section headers unreadable ({strict}): read from the program headers, as the \
+             kernel and ld.so do"
+        );
+        build(b, &elf, limit, budget, vec![anomaly])
     })
 }
 
-fn build(b: &[u8], elf: &Elf<'_>, limit: usize, budget: &Budget) -> Result<ElfInfo, ToolError> {
+/// A copy of an ELF file whose header names no section headers (e_shoff, e_shnum and
+/// e_shstrndx zero); None when the file is too short for an ELF header.
+fn without_section_headers(b: &[u8]) -> Option<Vec<u8>> {
+    let is_64 = *b.get(4)? == 2;
+    let (shoff, shoff_len, shnum) = if is_64 {
+        (0x28, 8, 0x3c)
+    } else {
+        (0x20, 4, 0x30)
+    };
+    if b.len() < shnum + 4 {
+        return None;
+    }
+    let mut copy = b.to_vec();
+    copy[shoff..shoff + shoff_len].fill(0);
+    copy[shnum..shnum + 4].fill(0);
+    Some(copy)
+}
+
+fn build(
+    b: &[u8],
+    elf: &Elf<'_>,
+    limit: usize,
+    budget: &Budget,
+    mut anomalies: Vec<String>,
+) -> Result<ElfInfo, ToolError> {
+    // Read again without the section headers it has: their absence is not the packer's mark.
+    let sections_refused = !anomalies.is_empty();
     let sections: Vec<ElfSection> = elf
         .section_headers
         .iter()
@@ -211,7 +253,6 @@ fn build(b: &[u8], elf: &Elf<'_>, limit: usize, budget: &Budget) -> Result<ElfIn
     let (imported_count, exported_count) = (imported.len(), exported.len());
     imported.truncate(limit);
     exported.truncate(limit);
-    let mut anomalies = Vec::new();
     for p in &segments {
         if p.r#type == "LOAD" && p.flags == "rwx" {
             anomalies.push(format!(
@@ -220,7 +261,7 @@ fn build(b: &[u8], elf: &Elf<'_>, limit: usize, budget: &Budget) -> Result<ElfIn
             ));
         }
     }
-    if elf.section_headers.is_empty() && !elf.program_headers.is_empty() {
+    if elf.section_headers.is_empty() && !elf.program_headers.is_empty() && !sections_refused {
         anomalies.push("no section headers (stripped or packed, e.g. UPX)".into());
     }
     if memchr::memmem::find(&b[..b.len().min(1 << 20)], b"UPX!").is_some() {
