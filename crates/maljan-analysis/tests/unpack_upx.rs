@@ -194,3 +194,18 @@ async fn extract_members_gives_the_unpacked_image_as_a_child() {
         "{v3}"
     );
 }
+
+#[test]
+fn the_manifest_names_upx_as_unpack_s_optional_dependency() {
+    let srv = Server::new(&[]);
+    let m = srv.server.manifest();
+    let t = m.tool("unpack").expect("the unpack tool");
+    assert_eq!(t.optional_dependency.as_deref(), Some("upx"));
+    assert_eq!(t.timeout_s, Some(120.0));
+    // The peers provide upx (MALJAN_UPX), so here it is available.
+    assert!(
+        upx_program().is_some(),
+        "run `eval \"$(scripts/peers.sh)\"`"
+    );
+    assert!(t.available, "{t:?}");
+}
