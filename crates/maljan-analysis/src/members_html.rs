@@ -9,9 +9,12 @@ use base64::Engine as _;
 
 use crate::{hashes::sha256_hex, members::Collector, members_mail::plain_file_name};
 
-/// The fewest base64 characters a blob must have (about 300 decoded bytes): shorter ones are
-/// icons, hashes and tokens, not programs.
+/// The fewest base64 characters a quoted literal must have to be taken as a blob (about 300
+/// decoded bytes): shorter ones are icons, hashes and tokens, not programs.
 pub const MIN_BASE64_CHARS: usize = 400;
+/// A `data:…;base64,` URI declares that it carries a file, so its size is no evidence either way:
+/// a 68-byte EICAR download is as much a payload as a program. Only an empty one is nothing.
+const DATA_URI_MIN_CHARS: usize = 4;
 /// Candidates looked at per page, so that a page of millions of quotes ends quickly.
 const MAX_CANDIDATES: usize = 10_000;
 
@@ -47,7 +50,7 @@ pub(crate) fn html_payloads(b: &[u8], c: &mut Collector, source: &str) -> bool {
         }
         let start = p + comma + 1;
         let end = blob_end(b, start);
-        let Some(data) = decode(&b[start..end]) else {
+        let Some(data) = decode(&b[start..end], Declared::DataUri) else {
             continue;
         };
         taken.push(p..end);
@@ -86,7 +89,7 @@ pub(crate) fn html_payloads(b: &[u8], c: &mut Collector, source: &str) -> bool {
         if candidates > MAX_CANDIDATES || c.done() {
             break;
         }
-        let Some(data) = decode(&b[start..end]) else {
+        let Some(data) = decode(&b[start..end], Declared::Guessed) else {
             continue;
         };
         if !seen.insert(sha256_hex(&data)) {
@@ -140,14 +143,28 @@ fn blob_end(b: &[u8], start: usize) -> usize {
             .unwrap_or(b.len() - start)
 }
 
-/// The bytes of a base64 run, when it is long and decodes cleanly.
-fn decode(run: &[u8]) -> Option<Vec<u8>> {
+/// How a base64 run came to be read: declared by a `data:` URI, or guessed from a quoted literal.
+#[derive(Clone, Copy, PartialEq)]
+enum Declared {
+    DataUri,
+    Guessed,
+}
+
+/// The bytes of a base64 run, when it decodes cleanly (and, when only guessed at, is long and not
+/// a hex string).
+fn decode(run: &[u8], how: Declared) -> Option<Vec<u8>> {
     let clean: Vec<u8> = run
         .iter()
         .copied()
         .filter(|ch| !ch.is_ascii_whitespace())
         .collect();
-    if clean.len() < MIN_BASE64_CHARS || clean.iter().all(u8::is_ascii_hexdigit) {
+    let too_short = match how {
+        Declared::DataUri => clean.len() < DATA_URI_MIN_CHARS,
+        Declared::Guessed => {
+            clean.len() < MIN_BASE64_CHARS || clean.iter().all(u8::is_ascii_hexdigit)
+        }
+    };
+    if too_short {
         return None;
     }
     // Wrapped base64 has long lines; prose of letters and spaces has short words.
@@ -219,12 +236,24 @@ mod tests {
 
     #[test]
     fn short_or_broken_base64_is_not_a_blob() {
-        assert_eq!(decode(b"TVqQ"), None);
-        assert_eq!(decode(&b"0123456789abcdef".repeat(40)), None);
-        assert_eq!(decode(&b"just some words ".repeat(40)), None);
-        assert_eq!(decode(&[b'!'; 500]), None);
-        assert!(decode(&b"QUJD".repeat(120)).is_some());
+        let guessed = |run: &[u8]| decode(run, Declared::Guessed);
+        assert_eq!(guessed(b"TVqQ"), None);
+        assert_eq!(guessed(&b"0123456789abcdef".repeat(40)), None);
+        assert_eq!(guessed(&b"just some words ".repeat(40)), None);
+        assert_eq!(guessed(&[b'!'; 500]), None);
+        assert!(guessed(&b"QUJD".repeat(120)).is_some());
         assert!(skipped_media(b"image/png;base64"));
         assert!(!skipped_media(b"application/octet-stream;base64"));
+    }
+
+    #[test]
+    fn a_data_uri_declares_its_file_whatever_its_size() {
+        // EICAR's 68 bytes as a download link: short, but declared as a file.
+        let eicar = b"WDVPIVAlQEFQWzRcUFpYNTQoUF4pN0NDKTd9JEVJQ0FSLVNUQU5EQVJELUFOVElWSVJVUy1URVNULUZJTEUhJEgrSCo=";
+        let data = decode(eicar, Declared::DataUri).expect("a declared payload");
+        assert!(data.starts_with(b"X5O!P%@AP"));
+        assert_eq!(decode(eicar, Declared::Guessed), None);
+        assert_eq!(decode(b"", Declared::DataUri), None);
+        assert_eq!(decode(b"!!!!!!!!", Declared::DataUri), None);
     }
 }
