@@ -123,13 +123,28 @@ fn an_html_smuggling_script_string_is_decoded() {
 fn short_or_broken_base64_and_plain_pages_give_nothing() {
     let page = format!(
         "<html><body><p>hello</p><script>var token = \"{}\"; var odd = \"{}\";</script>\
-         <a href=\"data:application/octet-stream;base64,TVqQAAMAAAAEAAAA\">tiny</a></body></html>",
+         <a href=\"data:application/octet-stream;base64,!!!!\">broken</a></body></html>",
         b64(b"a short token, not a payload"),
         "A!".repeat(400),
     );
     let x = members(page.as_bytes());
     assert!(x.members.is_empty(), "{:?}", names(&x));
     assert_eq!(x.format, "none");
+}
+
+#[test]
+fn a_short_data_uri_is_a_payload_because_it_declares_a_file() {
+    // EICAR's 68 bytes as a download link: a data: URI says it carries a file, so its size is
+    // no reason to leave it out (a guessed quoted literal that short would be).
+    let eicar = b"X5O!P%@AP[4\\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*";
+    let page = format!(
+        "<html><body><a href=\"data:application/octet-stream;base64,{}\" download=\"eicar.com\">x</a>\
+         </body></html>",
+        b64(eicar)
+    );
+    let x = members(page.as_bytes());
+    assert_eq!(names(&x), ["eicar.com"]);
+    assert_eq!(x.members[0].sha256, sha256_hex(eicar));
 }
 
 #[test]
