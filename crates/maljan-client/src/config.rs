@@ -189,6 +189,12 @@ pub struct ServerConfig {
     /// choose where the sample's data goes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub offer_network: bool,
+    /// Send calls whose arguments this server's inputSchema refuses, instead of refusing them
+    /// as `bad_argument` before they are sent: for a server whose schema is stricter than what it
+    /// accepts, and for a test driver that sends a scenario's arguments as given. An unlisted
+    /// tool is still `no_such_tool`. Off unless set.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub send_unchecked_arguments: bool,
 }
 
 /// `pin_sample`: on or off, or on with the argument's name.

@@ -37,9 +37,10 @@ const CACHED_SCHEMAS: usize = 512;
 #[derive(Default)]
 pub struct SchemaCache(Mutex<HashMap<String, Option<Arc<Validator>>>>);
 
-/// Refuses `tool` with `arguments` on the server `view` describes, or lets it through.
+/// Refuses `tool` with `arguments` on the server `view` describes, or lets it through. Without a
+/// `cache` (the server's `send_unchecked_arguments`) only an unlisted tool is refused.
 pub fn check(
-    cache: &SchemaCache,
+    cache: Option<&SchemaCache>,
     view: &ServerView,
     tool: &str,
     arguments: Option<&Map<String, Value>>,
@@ -51,7 +52,7 @@ pub fn check(
         }
         return Err(no_such_tool(view, tool));
     };
-    let Some(validator) = cache.validator_for(&info.input_schema) else {
+    let Some(validator) = cache.and_then(|c| c.validator_for(&info.input_schema)) else {
         return Ok(());
     };
     let empty = Value::Object(Map::new());
@@ -92,7 +93,7 @@ pub fn check(
         ),
     )
     .with_remediation(format!(
-        "correct the argument the message names; the tool's inputSchema lists what it accepts (`maljan servers test {} --json` prints it)",
+        "correct the argument the message names; the tool's inputSchema lists what it accepts (`maljan servers test {0} --json` prints it); if the server accepts more than its schema says, set `send_unchecked_arguments = true` under [servers.{0}]",
         view.server
     )))
 }
@@ -220,7 +221,7 @@ mod tests {
     #[test]
     fn an_unlisted_tool_is_no_such_tool_and_a_staging_tool_passes() {
         let v = view(add_schema());
-        let e = check(&SchemaCache::default(), &v, "subtract", None).unwrap_err();
+        let e = check(Some(&SchemaCache::default()), &v, "subtract", None).unwrap_err();
         assert_eq!(e.code.as_str(), NO_SUCH_TOOL);
         assert!(
             e.message.contains("'subtract'") && e.message.contains("add"),
@@ -234,7 +235,7 @@ mod tests {
         );
         assert!(
             check(
-                &SchemaCache::default(),
+                Some(&SchemaCache::default()),
                 &v,
                 "put_sample",
                 Some(&args(json!({"x": 1})))
@@ -248,7 +249,7 @@ mod tests {
         let v = view(add_schema());
         assert!(
             check(
-                &SchemaCache::default(),
+                Some(&SchemaCache::default()),
                 &v,
                 "add",
                 Some(&args(json!({"a": 1, "b": 2})))
@@ -256,7 +257,7 @@ mod tests {
             .is_ok()
         );
         let e = check(
-            &SchemaCache::default(),
+            Some(&SchemaCache::default()),
             &v,
             "add",
             Some(&args(json!({"a": "s3cret-token", "b": 2}))),
@@ -273,7 +274,7 @@ mod tests {
             "the value is named: {}",
             e.message
         );
-        let missing = check(&SchemaCache::default(), &v, "add", None).unwrap_err();
+        let missing = check(Some(&SchemaCache::default()), &v, "add", None).unwrap_err();
         assert!(
             missing.message.contains("\"a\" is a required property"),
             "{}",
@@ -286,7 +287,7 @@ mod tests {
         let remote = view(json!({"$ref": "http://127.0.0.1:9/schema.json"}));
         assert!(
             check(
-                &SchemaCache::default(),
+                Some(&SchemaCache::default()),
                 &remote,
                 "add",
                 Some(&args(json!({"a": 1})))
@@ -296,7 +297,7 @@ mod tests {
         let file = view(json!({"$ref": "file:///etc/passwd"}));
         assert!(
             check(
-                &SchemaCache::default(),
+                Some(&SchemaCache::default()),
                 &file,
                 "add",
                 Some(&args(json!({"a": 1})))
@@ -306,12 +307,23 @@ mod tests {
         let broken = view(json!({"type": 12}));
         assert!(
             check(
-                &SchemaCache::default(),
+                Some(&SchemaCache::default()),
                 &broken,
                 "add",
                 Some(&args(json!({"a": 1})))
             )
             .is_ok()
         );
+    }
+
+    #[test]
+    fn without_a_cache_only_an_unlisted_tool_is_refused() {
+        let v = view(
+            json!({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}),
+        );
+        assert!(check(None, &v, "add", Some(&args(json!({"a": "x"})))).is_ok());
+        assert!(check(None, &v, "add", None).is_ok());
+        let e = check(None, &v, "subtract", None).unwrap_err();
+        assert_eq!(e.code.as_str(), NO_SUCH_TOOL);
     }
 }

@@ -261,8 +261,8 @@ impl ServerHandle {
         };
         // Not sent: an unlisted tool, or arguments its inputSchema refuses (recorded like any
         // call, with its code and remedy).
-        if let Err(e) = crate::precheck::check(&self.slot.schemas, &view, tool, arguments.as_ref())
-        {
+        let schemas = (!self.slot.cfg.send_unchecked_arguments).then_some(&self.slot.schemas);
+        if let Err(e) = crate::precheck::check(schemas, &view, tool, arguments.as_ref()) {
             return fail(e);
         }
         if let Some(t) = view.tool(tool)

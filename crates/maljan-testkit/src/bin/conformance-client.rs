@@ -183,6 +183,9 @@ async fn run(
             url: url.to_string(),
             enabled: true,
             oauth,
+            // The scenarios send arguments the tools' schemas refuse on purpose (a null for a
+            // boolean header value, a missing field), to see what the client puts on the wire.
+            send_unchecked_arguments: true,
             ..Default::default()
         },
     );
