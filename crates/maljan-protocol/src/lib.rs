@@ -6,7 +6,8 @@
 //! `{"error":{"code","message","remediation"},"tool"}` ([`ToolError`], [`ToolErrorReply`]), the
 //! names of the tools the conventions fix (`capabilities`, put_sample*), and the filename
 //! reduction both sides apply to a sample's name ([`sanitize_filename`]), the one rule for which
-//! argument of a tool takes the sample ([`sample_param`]), and, behind the
+//! argument of a tool takes the sample ([`sample_param`]), the JSON Schema keywords that constrain an
+//! instance ([`schema::CONSTRAINING_KEYWORDS`]), and, behind the
 //! `lines` feature, the bounded newline framing both ends of a stdio connection read with.
 //!
 //! It must not depend on anything but serde and serde_json (schemars only behind the optional
@@ -20,6 +21,7 @@ pub mod lines;
 mod manifest;
 mod names;
 mod sample;
+pub mod schema;
 
 pub use errors::{ErrorCode, ToolError, ToolErrorReply};
 pub use manifest::{Manifest, ManifestTool};

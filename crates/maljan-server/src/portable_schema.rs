@@ -18,6 +18,7 @@
 //!   validators such as Ajv warn about on every call, are dropped: `minimum` already says what
 //!   matters.
 
+use maljan_protocol::schema::CONSTRAINING_KEYWORDS;
 use schemars::{Schema, transform::Transform};
 use serde_json::{Map, Value, json};
 
@@ -73,52 +74,6 @@ const SUBSCHEMA_MAP: &[&str] = &[
     "definitions",
 ];
 
-/// Keywords that say something about an instance (the rest are annotations): a schema with none
-/// of them accepts any value.
-const CONSTRAINING: &[&str] = &[
-    "type",
-    "enum",
-    "const",
-    "multipleOf",
-    "maximum",
-    "exclusiveMaximum",
-    "minimum",
-    "exclusiveMinimum",
-    "maxLength",
-    "minLength",
-    "pattern",
-    "format",
-    "contentMediaType",
-    "contentEncoding",
-    "contentSchema",
-    "maxItems",
-    "minItems",
-    "uniqueItems",
-    "maxContains",
-    "minContains",
-    "maxProperties",
-    "minProperties",
-    "required",
-    "dependentRequired",
-    "allOf",
-    "anyOf",
-    "oneOf",
-    "not",
-    "items",
-    "prefixItems",
-    "contains",
-    "additionalItems",
-    "unevaluatedItems",
-    "properties",
-    "patternProperties",
-    "additionalProperties",
-    "unevaluatedProperties",
-    "propertyNames",
-    "dependentSchemas",
-    "$ref",
-    "$dynamicRef",
-];
-
 /// schemars' integer and float widths: not JSON Schema formats.
 const NUMERIC_FORMATS: &[&str] = &[
     "int", "int8", "int16", "int32", "int64", "int128", "uint", "uint8", "uint16", "uint32",
@@ -167,7 +122,9 @@ fn walk(node: &mut Value, keyword: Option<&str>, depth: usize) {
         split_type_array(map);
     }
     // Under `not`, `{}` is the exact always-true schema; anywhere else it is a value left undeclared.
-    let constrains = map.keys().any(|k| CONSTRAINING.contains(&k.as_str()))
+    let constrains = map
+        .keys()
+        .any(|k| CONSTRAINING_KEYWORDS.contains(&k.as_str()))
         || (map.contains_key("if") && (map.contains_key("then") || map.contains_key("else")));
     if !constrains && keyword != Some("not") {
         map.insert("anyOf".into(), any_json_value());

@@ -1,58 +1,16 @@
 //! What a JSON Schema accepts, as far as the dialects need to know: shared by the converters and
 //! by reading calls back, so the two can never disagree.
 
+use maljan_protocol::schema::CONSTRAINING_KEYWORDS;
 use serde_json::{Map, Value};
-
-/// Keywords that constrain an instance; a schema with none of them accepts any value.
-const CONSTRAINING: &[&str] = &[
-    "type",
-    "enum",
-    "const",
-    "multipleOf",
-    "maximum",
-    "exclusiveMaximum",
-    "minimum",
-    "exclusiveMinimum",
-    "maxLength",
-    "minLength",
-    "pattern",
-    "format",
-    "contentMediaType",
-    "contentEncoding",
-    "contentSchema",
-    "maxItems",
-    "minItems",
-    "uniqueItems",
-    "maxContains",
-    "minContains",
-    "maxProperties",
-    "minProperties",
-    "required",
-    "dependentRequired",
-    "allOf",
-    "anyOf",
-    "oneOf",
-    "not",
-    "items",
-    "prefixItems",
-    "contains",
-    "additionalItems",
-    "unevaluatedItems",
-    "properties",
-    "patternProperties",
-    "additionalProperties",
-    "unevaluatedProperties",
-    "propertyNames",
-    "dependentSchemas",
-    "$ref",
-    "$dynamicRef",
-];
 
 /// `true`, `{}`, or a schema of annotations only: any JSON value.
 pub(crate) fn unconstrained(schema: &Value) -> bool {
     match schema {
         Value::Bool(b) => *b,
-        Value::Object(m) => !m.keys().any(|k| CONSTRAINING.contains(&k.as_str())),
+        Value::Object(m) => !m
+            .keys()
+            .any(|k| CONSTRAINING_KEYWORDS.contains(&k.as_str())),
         _ => false,
     }
 }
