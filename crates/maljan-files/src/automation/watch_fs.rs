@@ -8,11 +8,12 @@
 
 use std::{
     collections::{BTreeSet, HashMap},
+    path::{Path, PathBuf},
     sync::{
         Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
-    time::Duration,
+    time::{Duration, SystemTime},
 };
 
 use maljan_server::{Registry, ToolContext, ToolError, ToolMeta};
@@ -317,13 +318,28 @@ fn out_of(c: &Config, spec: &WatchSpec) -> WatchOut {
 
 /// Starts watching: the watcher's thread hands each event's kind to a task that waits for the
 /// burst to end and then runs the actions.
+/// One change the watcher saw: its kind (a name of [`EVENTS`]) and the paths it touched.
+struct Change {
+    kind: &'static str,
+    paths: Vec<PathBuf>,
+}
+
+type Changes = tokio::sync::mpsc::UnboundedReceiver<Change>;
+
 fn arm(c: &Arc<Config>, spec: &WatchSpec) -> Result<(), ToolError> {
     let handle = c.automation.handle()?.clone();
     let path = c.existing(&spec.path)?;
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Option<&'static str>>();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Change>();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        if let Ok(event) = event {
-            let _ = tx.send(kind_of(&event.kind));
+        // Reads (a file opened, a folder listed) are not changes: they neither start a burst
+        // nor keep one from ending.
+        if let Ok(event) = event
+            && let Some(kind) = kind_of(&event.kind)
+        {
+            let _ = tx.send(Change {
+                kind,
+                paths: event.paths,
+            });
         }
     })
     .map_err(|e| ToolError::tool_failed(format!("cannot start a file watcher: {e}")))?;
@@ -340,25 +356,30 @@ fn arm(c: &Arc<Config>, spec: &WatchSpec) -> Result<(), ToolError> {
     let (c2, spec2, stop2, status2) = (c.clone(), spec.clone(), stop.clone(), status.clone());
     let quiet = Duration::from_secs_f64(spec.debounce);
     tokio::spawn(async move {
+        // When the last run ran, and whether its own changes were counted already.
+        let mut last_run: Option<(SystemTime, SystemTime)> = None;
+        let mut last_run_counted = false;
         loop {
-            // A burst starts with an event of a kind the watch names...
-            let kind = tokio::select! {
+            // A burst starts with a change of a kind the watch names...
+            let change = tokio::select! {
                 _ = stop2.cancelled() => break,
-                got = rx.recv() => match got { Some(k) => k, None => break },
+                got = rx.recv() => match got { Some(c) => c, None => break },
             };
-            if !kind.is_some_and(|k| spec2.events.contains(k)) {
+            if !spec2.events.contains(change.kind) {
                 continue;
             }
-            // ...and ends after `debounce` seconds without any event on the path.
-            loop {
-                tokio::select! {
-                    _ = stop2.cancelled() => return,
-                    got = tokio::time::timeout(quiet, rx.recv()) => match got {
-                        Ok(Some(_)) => continue,
-                        Ok(None) => return,
-                        Err(_quiet) => break,
-                    },
+            // ...that the last run did not make itself (the watcher may deliver its changes
+            // well after it ended, on a busy machine)...
+            if last_run.is_some_and(|run| made_during(&change.paths, run)) {
+                if !last_run_counted {
+                    last_run_counted = true;
+                    note_loop(&status2, &spec2.name, None);
                 }
+                continue;
+            }
+            // ...and ends after `debounce` seconds without any change on the path.
+            if !drain_burst(&mut rx, quiet, &stop2).await {
+                return;
             }
             let origin = format!("watch:{}", spec2.name);
             let now = c2.automation.clock.now();
@@ -378,8 +399,10 @@ fn arm(c: &Arc<Config>, spec: &WatchSpec) -> Result<(), ToolError> {
                     continue;
                 }
             };
+            let started = SystemTime::now();
             let outcome =
                 executor::run_list(&c2, &ctx, spec2.action_list.clone(), false, false).await;
+            last_run = Some((started, SystemTime::now()));
             let mut error = match outcome {
                 Ok(out) if out.failed == 0 => None,
                 Ok(out) => Some(format!(
@@ -391,31 +414,26 @@ fn arm(c: &Arc<Config>, spec: &WatchSpec) -> Result<(), ToolError> {
             };
             status2.fired.fetch_add(1, Ordering::Relaxed);
             // What the run changed under the watched path is the run's own doing, not news:
-            // the events that came during it, and within `debounce` after it (the watcher
-            // delivers late), are let go. Firing on them would make a watch whose actions write
-            // where it watches fire for ever.
+            // the changes that came during it, and within `debounce` after it, are let go
+            // (a deleted file has no change time to tell by). Firing on them would make a watch
+            // whose actions write where it watches fire for ever.
             let own = loop {
                 tokio::select! {
                     _ = stop2.cancelled() => return,
                     got = tokio::time::timeout(quiet, rx.recv()) => match got {
-                        Ok(Some(k)) if k.is_some_and(|k| spec2.events.contains(k)) => break true,
+                        Ok(Some(c)) if spec2.events.contains(c.kind) => break true,
                         Ok(Some(_)) => continue,
                         Ok(None) => return,
                         Err(_quiet) => break false,
                     },
                 }
             };
+            last_run_counted = own;
             if own {
-                drain_burst(&mut rx, quiet, &stop2).await;
-                status2.refused.fetch_add(1, Ordering::Relaxed);
-                if !status2.looped.swap(true, Ordering::Relaxed) {
-                    let message = format!(
-                        "a loop: the actions of {origin} change the path it watches; \
-                         those changes do not fire it again"
-                    );
-                    tracing::warn!(watch = %spec2.name, "watch: {message}");
-                    error.get_or_insert(message);
+                if !drain_burst(&mut rx, quiet, &stop2).await {
+                    return;
                 }
+                note_loop(&status2, &spec2.name, Some(&mut error));
             }
             *status2.last.lock().unwrap_or_else(|p| p.into_inner()) =
                 (Some(iso(c2.automation.clock.now())), error);
@@ -432,18 +450,64 @@ fn arm(c: &Arc<Config>, spec: &WatchSpec) -> Result<(), ToolError> {
     Ok(())
 }
 
-/// Waits until `quiet` passes without an event, letting every event go.
-async fn drain_burst(
-    rx: &mut tokio::sync::mpsc::UnboundedReceiver<Option<&'static str>>,
-    quiet: Duration,
-    stop: &CancellationToken,
-) {
+/// Counts a firing refused because the watch's own actions made the change; the first time,
+/// says so (into `error`, the run's outcome, or else into the status's last error).
+fn note_loop(status: &Status, name: &str, error: Option<&mut Option<String>>) {
+    status.refused.fetch_add(1, Ordering::Relaxed);
+    if status.looped.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let message = format!(
+        "a loop: the actions of watch:{name} change the path it watches; \
+         those changes do not fire it again"
+    );
+    tracing::warn!(watch = %name, "watch: {message}");
+    match error {
+        Some(error) => {
+            error.get_or_insert(message);
+        }
+        None => {
+            let mut last = status.last.lock().unwrap_or_else(|p| p.into_inner());
+            last.1.get_or_insert(message);
+        }
+    }
+}
+
+/// Whether every path of a change still exists and last changed while the run ran: the run's
+/// own writing, however late the watcher tells of it. The status change time is used where the
+/// platform keeps one, since a file moved in keeps its old modification time.
+fn made_during(paths: &[PathBuf], (started, ended): (SystemTime, SystemTime)) -> bool {
+    // File times come from a coarse clock (a tick of a few milliseconds behind the real time).
+    let from = started - Duration::from_millis(20);
+    !paths.is_empty()
+        && paths
+            .iter()
+            .all(|p| changed_at(p).is_some_and(|t| from <= t && t <= ended))
+}
+
+#[cfg(unix)]
+fn changed_at(path: &Path) -> Option<SystemTime> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    let (secs, nanos) = (u64::try_from(meta.ctime()).ok()?, meta.ctime_nsec());
+    Some(SystemTime::UNIX_EPOCH + Duration::new(secs, u32::try_from(nanos).ok()?))
+}
+
+#[cfg(not(unix))]
+fn changed_at(path: &Path) -> Option<SystemTime> {
+    std::fs::symlink_metadata(path).ok()?.modified().ok()
+}
+
+/// Waits until `quiet` passes without a change, letting every change go; false when the
+/// watch stopped meanwhile.
+async fn drain_burst(rx: &mut Changes, quiet: Duration, stop: &CancellationToken) -> bool {
     loop {
         tokio::select! {
-            _ = stop.cancelled() => return,
+            _ = stop.cancelled() => return false,
             got = tokio::time::timeout(quiet, rx.recv()) => match got {
                 Ok(Some(_)) => continue,
-                Ok(None) | Err(_) => return,
+                Ok(None) => return false,
+                Err(_quiet) => return true,
             },
         }
     }
@@ -480,4 +544,36 @@ pub(crate) fn start(c: &Arc<Config>) {
             }
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_change_is_the_runs_own_only_when_its_file_changed_while_the_run_ran() {
+        let dir = tempfile::tempdir().unwrap();
+        let before = dir.path().join("before.txt");
+        std::fs::write(&before, "old").unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        let started = SystemTime::now();
+        let during = dir.path().join("during.txt");
+        std::fs::write(&during, "the run's").unwrap();
+        let ended = SystemTime::now();
+        std::thread::sleep(Duration::from_millis(50));
+        let after = dir.path().join("after.txt");
+        std::fs::write(&after, "news").unwrap();
+        let run = (started, ended);
+        assert!(made_during(std::slice::from_ref(&during), run));
+        assert!(!made_during(std::slice::from_ref(&before), run));
+        assert!(!made_during(std::slice::from_ref(&after), run));
+        assert!(!made_during(&[during.clone(), after.clone()], run));
+        assert!(!made_during(&[dir.path().join("gone.txt")], run));
+        assert!(!made_during(&[], run));
+        // A file written long ago and moved in afterwards is news: its move is a change.
+        let moved = dir.path().join("moved.txt");
+        std::fs::rename(&before, &moved).unwrap();
+        #[cfg(unix)]
+        assert!(!made_during(&[moved], run));
+    }
 }
