@@ -21,6 +21,8 @@
 //! time (T1129), enumerating files (T1083), a debugger check the C runtime makes (T1622) or a
 //! socket import alone are descriptions, never scored. An API name found as a string in a DLL's
 //! own export table is not a use of it (a system DLL exports these names), so it does not count.
+//! Nor does a combination of native system calls in a layer that forwards the whole native API
+//! (wow64.dll; [`native`]): it is described, with that basis as its first evidence.
 
 use std::{collections::BTreeMap, sync::Arc};
 
@@ -38,6 +40,8 @@ use crate::{
     toolchain::{self, Category},
 };
 
+#[path = "capabilities_native.rs"]
+mod native;
 #[path = "capabilities_rules.rs"]
 mod rules;
 use F::{Api, NoCase, Str};
@@ -62,30 +66,33 @@ pub struct CapabilityFinding {
 pub fn capabilities(b: &[u8], budget: &Budget) -> Result<Vec<CapabilityFinding>, ToolError> {
     contain("capabilities", || {
         budget.scan(b.len(), "the capability search")?;
-        let (imports, exports): (Vec<(String, String)>, Vec<String>) = if b.starts_with(b"MZ") {
-            let parts = PeParts {
-                resources: false,
-                exports: true,
-                sections: false,
-                limit: 100_000,
-                ..PeParts::default()
+        let (imports, exports, is_dll): (Vec<(String, String)>, Vec<String>, bool) =
+            if b.starts_with(b"MZ") {
+                let parts = PeParts {
+                    resources: false,
+                    exports: true,
+                    sections: false,
+                    limit: 100_000,
+                    ..PeParts::default()
+                };
+                let info = pe_info(b, parts, budget).ok();
+                let exports = info
+                    .as_ref()
+                    .and_then(|p| p.exports.as_ref())
+                    .map(|e| e.functions.iter().filter_map(|f| f.name.clone()).collect())
+                    .unwrap_or_default();
+                let is_dll = info.as_ref().is_some_and(|p| p.is_dll);
+                let imports = info
+                    .and_then(|p| p.imports)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .flat_map(|d| d.functions.into_iter().map(move |f| (d.dll.clone(), f)))
+                    .collect();
+                (imports, exports, is_dll)
+            } else {
+                (Vec::new(), Vec::new(), false)
             };
-            let info = pe_info(b, parts, budget).ok();
-            let exports = info
-                .as_ref()
-                .and_then(|p| p.exports.as_ref())
-                .map(|e| e.functions.iter().filter_map(|f| f.name.clone()).collect())
-                .unwrap_or_default();
-            let imports = info
-                .and_then(|p| p.imports)
-                .unwrap_or_default()
-                .into_iter()
-                .flat_map(|d| d.functions.into_iter().map(move |f| (d.dll.clone(), f)))
-                .collect();
-            (imports, exports)
-        } else {
-            (Vec::new(), Vec::new())
-        };
+        let layer = native::native_layer(is_dll, &imports, &exports);
         let mut strings = Strings::find(b, budget)?;
         strings.forget_exports(&exports);
         let mut out = Vec::new();
@@ -104,14 +111,30 @@ pub fn capabilities(b: &[u8], budget: &Budget) -> Result<Vec<CapabilityFinding>,
             });
             if met {
                 evidence.dedup_by(|a, b| a.detail == b.detail);
+                // A library exporting the capability's own API (kernelbase, a binding)
+                // provides it to others: a description of what it offers, not a use. So does a
+                // layer over the native API (wow64) whose combination is all forwarded calls.
+                let forwarded = layer
+                    .as_ref()
+                    .filter(|l| r.discriminating && only_forwarded(r, &imports, &evidence, l));
+                if let Some(l) = forwarded {
+                    evidence.insert(
+                        0,
+                        Evidence {
+                            kind: "structure".into(),
+                            detail: l.basis.clone(),
+                            offset: None,
+                        },
+                    );
+                }
                 out.push(CapabilityFinding {
                     name: r.name.into(),
                     technique: r.technique.into(),
                     technique_name: r.technique_name.into(),
                     tactic: r.tactic.into(),
-                    // A library exporting the capability's own API (kernelbase, a binding)
-                    // provides it to others: a description of what it offers, not a use.
-                    discriminating: r.discriminating && !implements(r, &exports),
+                    discriminating: r.discriminating
+                        && !implements(r, &exports)
+                        && forwarded.is_none(),
                     evidence,
                 });
             }
@@ -184,6 +207,36 @@ fn implements(r: &rules::Rule, exports: &[String]) -> bool {
             }),
             _ => false,
         })
+}
+
+/// Whether every group of `r` is met by native functions `layer` forwards, and none of the imports
+/// `evidence` names is another (an injector DLL importing WriteProcessMemory beside stays one).
+fn only_forwarded(
+    r: &rules::Rule,
+    imports: &[(String, String)],
+    evidence: &[Evidence],
+    layer: &native::NativeLayer,
+) -> bool {
+    let forwarded: Vec<(String, String)> = imports
+        .iter()
+        .filter(|(dll, f)| layer.forwards(dll, f))
+        .cloned()
+        .collect();
+    let no_strings = Strings(BTreeMap::new());
+    let groups_met = r.groups.iter().all(|(min, feats)| {
+        feats
+            .iter()
+            .filter(|f| feature(f, &forwarded, &no_strings).is_some())
+            .count()
+            >= *min
+    });
+    let other_imports = evidence.iter().any(|e| {
+        e.kind == "import"
+            && e.detail
+                .split_once('!')
+                .is_none_or(|(dll, f)| !layer.forwards(dll, f))
+    });
+    groups_met && !other_imports
 }
 
 /// An API is met by an import (name, or name + A/W/Ex/ExA/ExW) or, failing that, by its name as
