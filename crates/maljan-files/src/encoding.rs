@@ -1,26 +1,31 @@
-//! Text encodings by Python's codec names (utf-8, latin-1, ascii, utf-16*, and every WHATWG
-//! encoding: cp1252, shift_jis, gbk, big5, …), with Python's strict / replace / ignore errors.
+//! Text encodings by Python's codec names (utf-8, utf-8-sig, latin-1, ascii, utf-16*, utf-32*, and
+//! every WHATWG encoding: cp1252, shift_jis, gbk, big5, …), with Python's strict / replace / ignore
+//! errors and its byte-order-mark rules: `utf-8` keeps a BOM as U+FEFF, `utf-8-sig` drops one when
+//! reading and writes one; `utf-16`/`utf-32` read either BOM and write the little-endian one; the
+//! `-le`/`-be` forms neither read nor write it.
 
 use encoding_rs::{EncoderResult, Encoding};
 use maljan_server::ToolError;
 
 /// How a codec name from Python is served.
 pub(crate) enum Codec {
-    Utf8,
+    Utf8 { bom: bool },
     Latin1,
     Ascii,
     Utf16 { big_endian: bool, bom: bool },
+    Utf32 { big_endian: bool, bom: bool },
     Rs(&'static Encoding),
 }
 
 /// What an unknown encoding's error suggests instead.
-const SUPPORTED_HINT: &str = "use one of utf-8, latin-1, ascii, utf-16, utf-16-le, utf-16-be, or a WHATWG encoding \
+const SUPPORTED_HINT: &str = "use one of utf-8, utf-8-sig, latin-1, ascii, utf-16, utf-16-le, utf-16-be, utf-32, or a WHATWG encoding \
      name (cp1252, iso-8859-2 … iso-8859-16, koi8-r, shift_jis, euc-jp, iso-2022-jp, gbk, gb18030, big5, euc-kr, …)";
 
 pub(crate) fn codec(name: &str) -> Result<Codec, ToolError> {
     let n = name.trim().to_ascii_lowercase().replace('_', "-");
     Ok(match n.as_str() {
-        "utf-8" | "utf8" | "u8" | "utf" => Codec::Utf8,
+        "utf-8" | "utf8" | "u8" | "utf" | "cp65001" => Codec::Utf8 { bom: false },
+        "utf-8-sig" | "utf8-sig" => Codec::Utf8 { bom: true },
         "latin-1" | "latin1" | "iso-8859-1" | "iso8859-1" | "8859" | "l1" => Codec::Latin1,
         "ascii" | "us-ascii" => Codec::Ascii,
         "utf-16" | "utf16" => Codec::Utf16 {
@@ -32,6 +37,18 @@ pub(crate) fn codec(name: &str) -> Result<Codec, ToolError> {
             bom: false,
         },
         "utf-16-be" | "utf-16be" => Codec::Utf16 {
+            big_endian: true,
+            bom: false,
+        },
+        "utf-32" | "utf32" | "u32" => Codec::Utf32 {
+            big_endian: false,
+            bom: true,
+        },
+        "utf-32-le" | "utf-32le" => Codec::Utf32 {
+            big_endian: false,
+            bom: false,
+        },
+        "utf-32-be" | "utf-32be" => Codec::Utf32 {
             big_endian: true,
             bom: false,
         },
@@ -81,10 +98,20 @@ pub(crate) fn decode_text(bytes: &[u8], encoding: &str, errors: &str) -> Result<
         }
     };
     match codec(encoding)? {
-        Codec::Utf8 => match std::str::from_utf8(bytes) {
+        Codec::Utf8 { bom } => match std::str::from_utf8(match bom {
+            true => bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes),
+            false => bytes,
+        }) {
             Ok(s) => Ok(s.to_string()),
             Err(_) if mode == 0 => Err(bad()),
-            Err(_) => Ok(lossy(String::from_utf8_lossy(bytes).into_owned())),
+            Err(_) => {
+                let text = String::from_utf8_lossy(bytes);
+                let text = match bom {
+                    true => text.strip_prefix('\u{FEFF}').unwrap_or(&text),
+                    false => &text,
+                };
+                Ok(lossy(text.to_owned()))
+            }
         },
         Codec::Latin1 => Ok(bytes.iter().map(|&b| b as char).collect()),
         Codec::Ascii => {
@@ -134,6 +161,37 @@ pub(crate) fn decode_text(bytes: &[u8], encoding: &str, errors: &str) -> Result<
             }
             Ok(out)
         }
+        Codec::Utf32 { big_endian, bom } => {
+            let mut data = bytes;
+            let mut be = big_endian;
+            if bom {
+                if let Some(rest) = data.strip_prefix(&[0xFF, 0xFE, 0, 0]) {
+                    data = rest;
+                } else if let Some(rest) = data.strip_prefix(&[0, 0, 0xFE, 0xFF]) {
+                    data = rest;
+                    be = true;
+                }
+            }
+            if !data.len().is_multiple_of(4) && mode == 0 {
+                return Err(bad());
+            }
+            let mut out = String::with_capacity(data.len() / 4);
+            for c in data.chunks_exact(4) {
+                let unit = [c[0], c[1], c[2], c[3]];
+                let unit = if be {
+                    u32::from_be_bytes(unit)
+                } else {
+                    u32::from_le_bytes(unit)
+                };
+                match (char::from_u32(unit), mode) {
+                    (Some(c), _) => out.push(c),
+                    (None, 0) => return Err(bad()),
+                    (None, 1) => out.push('\u{FFFD}'),
+                    _ => {}
+                }
+            }
+            Ok(out)
+        }
         Codec::Rs(enc) => match enc.decode_without_bom_handling_and_without_replacement(bytes) {
             Some(s) => Ok(s.into_owned()),
             None if mode == 0 => Err(bad()),
@@ -154,7 +212,10 @@ pub(crate) fn encode_text(text: &str, encoding: &str, errors: &str) -> Result<Ve
         )
     };
     match codec(encoding)? {
-        Codec::Utf8 => Ok(text.as_bytes().to_vec()),
+        Codec::Utf8 { bom } => {
+            let mark: &[u8] = if bom { b"\xEF\xBB\xBF" } else { b"" };
+            Ok([mark, text.as_bytes()].concat())
+        }
         Codec::Latin1 | Codec::Ascii => {
             let max = if matches!(codec(encoding)?, Codec::Ascii) {
                 0x7F
@@ -182,6 +243,21 @@ pub(crate) fn encode_text(text: &str, encoding: &str, errors: &str) -> Result<Ve
                     u.to_be_bytes()
                 } else {
                     u.to_le_bytes()
+                });
+            }
+            Ok(out)
+        }
+        Codec::Utf32 { big_endian, bom } => {
+            let mut out = Vec::with_capacity(text.len() * 4 + 4);
+            if bom {
+                out.extend_from_slice(&[0xFF, 0xFE, 0, 0]);
+            }
+            for c in text.chars() {
+                let c = c as u32;
+                out.extend_from_slice(&if big_endian {
+                    c.to_be_bytes()
+                } else {
+                    c.to_le_bytes()
                 });
             }
             Ok(out)
@@ -223,6 +299,9 @@ mod tests {
             "latin-1",
             "utf-16",
             "utf-16-be",
+            "utf-8-sig",
+            "utf-32",
+            "utf-32-be",
             "cp1252",
             "shift_jis",
             "gbk",
@@ -257,6 +336,35 @@ mod tests {
         assert_eq!(
             codec("klingon").map(drop).unwrap_err().code,
             maljan_server::ErrorCode::BadArgument
+        );
+    }
+
+    #[test]
+    fn byte_order_marks_as_python_reads_and_writes_them() {
+        let bom_text = b"\xEF\xBB\xBFhi";
+        assert_eq!(decode_text(bom_text, "utf-8-sig", "strict").unwrap(), "hi");
+        assert_eq!(decode_text(b"hi", "utf_8_sig", "strict").unwrap(), "hi");
+        assert_eq!(
+            decode_text(bom_text, "utf-8", "strict").unwrap(),
+            "\u{FEFF}hi"
+        );
+        assert_eq!(encode_text("hi", "utf-8-sig", "strict").unwrap(), bom_text);
+        assert_eq!(
+            encode_text("a", "utf-32", "strict").unwrap(),
+            [0xFF, 0xFE, 0, 0, b'a', 0, 0, 0]
+        );
+        assert_eq!(
+            decode_text(&[0, 0, 0xFE, 0xFF, 0, 0, 0, b'a'], "utf-32", "strict").unwrap(),
+            "a"
+        );
+        assert_eq!(
+            encode_text("a", "utf-32-be", "strict").unwrap(),
+            [0, 0, 0, b'a']
+        );
+        assert!(decode_text(&[0, 0, 0x11, 0], "utf-32-le", "strict").is_err());
+        assert_eq!(
+            decode_text(&[0, 0, 0x11, 0], "utf-32-le", "replace").unwrap(),
+            "\u{FFFD}"
         );
     }
 

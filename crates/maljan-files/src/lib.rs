@@ -43,6 +43,7 @@ pub mod notify;
 #[cfg(feature = "parquet")]
 mod parquet;
 mod paths;
+mod pattern;
 mod progress;
 mod search;
 mod semantic;

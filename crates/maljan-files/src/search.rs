@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     Config,
     paths::{CANCEL_CHECK_BYTES, show},
+    pattern::{BytesPattern, Flags},
     walk::{Flow, par_walk, threads},
 };
 
@@ -134,17 +135,17 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 }
                 let root = c.existing_dir(&a.root)?;
                 let source = if a.regex { a.pattern.clone() } else { regex::escape(&a.pattern) };
-                let build = |multi: bool| {
-                    regex::bytes::RegexBuilder::new(&source)
-                        .case_insensitive(a.ignore_case)
-                        .multi_line(multi)
-                        .size_limit(64 << 20)
-                        .build()
-                        .map_err(|e| ToolError::bad_argument(format!("pattern is not a valid regular expression: {e}")))
+                let build = |multi_line: bool| {
+                    BytesPattern::new(&source, Flags { ignore_case: a.ignore_case, multi_line })
                 };
                 let line = build(false)?;
-                // \A and \z mean the start and end of a line here; over a whole file they would not.
-                let whole = if source.contains("\\A") || source.contains("\\z") { None } else { Some(build(true)?) };
+                // \A and \z mean the start and end of a line here; over a whole file they would
+                // not. A backtracking pattern is not worth a second pass over the file.
+                let whole = if source.contains("\\A") || source.contains("\\z") || !line.is_linear() {
+                    None
+                } else {
+                    Some(build(true)?)
+                };
                 let glob = match &a.glob {
                     Some(g) => Some(
                         GlobBuilder::new(g)
@@ -163,6 +164,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                     max: a.max_matches as usize,
                     max_line_len: a.max_line_len as usize,
                     count: AtomicUsize::new(0),
+                    gave_up: Default::default(),
                 };
                 blocking(move || {
                     let mut matches = grep(&c.roots, &root, &g, &ctx)?;
@@ -213,13 +215,16 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
 
 /// Everything one grep needs, shared by the walker threads.
 struct Grep {
-    line: regex::bytes::Regex,
+    line: BytesPattern,
     /// The same pattern over a whole file, to skip files without a match cheaply.
-    whole: Option<regex::bytes::Regex>,
+    whole: Option<BytesPattern>,
     glob: Option<GlobMatcher>,
     max: usize,
     max_line_len: usize,
     count: AtomicUsize,
+    /// The first search the pattern gave up on (over its backtracking budget): the grep ends
+    /// with it rather than answer as if that file did not match.
+    gave_up: std::sync::Mutex<Option<ToolError>>,
 }
 
 /// Files up to this size are read whole and prefiltered; bigger ones are streamed by line.
@@ -228,13 +233,23 @@ const WHOLE_FILE: u64 = 64 * 1024 * 1024;
 impl Grep {
     fn full(&self) -> bool {
         self.count.load(Ordering::Relaxed) >= self.max
+            || self.gave_up.lock().is_ok_and(|e| e.is_some())
+    }
+
+    /// Whether `bytes` match; false (and the grep stopped) when the pattern gave up on them.
+    fn matches(&self, pattern: &BytesPattern, bytes: &[u8]) -> bool {
+        pattern.is_match(bytes).unwrap_or_else(|e| {
+            let mut gave_up = self.gave_up.lock().unwrap_or_else(|p| p.into_inner());
+            gave_up.get_or_insert(e);
+            false
+        })
     }
 
     fn hit(&self, path: &Path, n: u64, line: &[u8], out: &mut Vec<GrepHit>) -> bool {
         let line = line.strip_suffix(b"\n").unwrap_or(line);
         let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if !self.line.is_match(line) {
-            return true;
+        if !self.matches(&self.line, line) {
+            return !self.full();
         }
         if self.count.fetch_add(1, Ordering::Relaxed) >= self.max {
             return false;
@@ -265,7 +280,7 @@ impl Grep {
             if file.read_to_end(&mut buf).is_err() {
                 return;
             }
-            if self.whole.as_ref().is_some_and(|w| !w.is_match(&buf)) {
+            if self.whole.as_ref().is_some_and(|w| !self.matches(w, &buf)) {
                 return;
             }
             for (i, line) in buf.split_inclusive(|&b| b == b'\n').enumerate() {
@@ -327,6 +342,9 @@ fn grep(
     );
     if ctx.is_cancelled() {
         return Err(ToolError::tool_failed("the call was cancelled"));
+    }
+    if let Some(e) = g.gave_up.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        return Err(e);
     }
     Ok(found.into_iter().flatten().collect())
 }

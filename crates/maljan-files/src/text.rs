@@ -12,6 +12,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::data::non_negative;
+use crate::pattern::{Flags, TextPattern};
 use crate::{
     Config,
     encoding::{codec, decode_text, encode_text, errors_mode},
@@ -337,11 +338,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 }
                 codec(&a.encoding)?;
                 let re = if a.regex {
-                    Some(regex::Regex::new(&a.pattern).map_err(|e| {
-                        ToolError::bad_argument(format!(
-                            "pattern is not a valid regular expression: {e}"
-                        ))
-                    })?)
+                    Some(TextPattern::new(&a.pattern, Flags::default())?)
                 } else {
                     None
                 };
@@ -352,10 +349,10 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                     let limit = a.count as usize;
                     let (new, hits) = match &re {
                         Some(re) => {
-                            let found = re.find_iter(&text).count();
+                            let found = re.count(&text)?;
                             let hits = if limit == 0 { found } else { found.min(limit) };
                             let rep = python_replacement(&a.replacement);
-                            (re.replacen(&text, limit, rep.as_str()).into_owned(), hits)
+                            (re.replacen(&text, limit, &rep)?, hits)
                         }
                         None => {
                             let found = text.matches(&a.pattern).count();

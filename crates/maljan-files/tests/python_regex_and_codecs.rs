@@ -1,0 +1,175 @@
+//! Patterns and codec names as automation-file takes them: look-around and back-references in
+//! FA_sed_replace and FA_grep, and Python's BOM codecs (utf-8-sig, utf-32) in
+//! FA_encoding_convert and FA_sed_replace. Each case runs the same call on automation-file 0.0.55
+//! (the peers venv's package, its registered FA_* function called directly) and on maljan, each
+//! in its own copy of the same tree, and compares the answer and the bytes left on disk.
+
+mod common;
+#[path = "common/peers.rs"]
+mod peers;
+
+use std::{path::Path, process::Command};
+
+use common::Harness;
+use peers::peer;
+use serde_json::{Value, json};
+
+/// Runs `action(**args)` through automation-file's executor registry in `dir`; its JSON answer.
+fn automation_file(dir: &Path, action: &str, args: &Value) -> Value {
+    let script = "import json, sys\n\
+        from automation_file import executor\n\
+        action, args = sys.argv[1], json.loads(sys.argv[2])\n\
+        print(json.dumps(executor.registry.event_dict[action](**args)))";
+    let out = Command::new(peer("MALJAN_PY"))
+        .args(["-c", script, action, &args.to_string()])
+        .current_dir(dir)
+        .output()
+        .expect("the peers venv's python runs");
+    assert!(
+        out.status.success(),
+        "automation-file {action} {args} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Two identical trees (maljan's and automation-file's) holding `files`.
+fn trees(files: &[(&str, &[u8])]) -> (Harness, tempfile::TempDir) {
+    let mine = Harness::new();
+    let theirs = tempfile::tempdir().unwrap();
+    for (name, bytes) in files {
+        mine.write(name, bytes);
+        std::fs::write(theirs.path().join(name), bytes).unwrap();
+    }
+    (mine, theirs)
+}
+
+/// `args` with each of `paths` made absolute under `root`.
+fn under(root: &Path, args: &Value, paths: &[&str]) -> Value {
+    let mut args = args.clone();
+    for key in paths {
+        let rel = args[*key].as_str().unwrap().to_string();
+        args[*key] = json!(root.join(rel).to_string_lossy());
+    }
+    args
+}
+
+fn read(root: &Path, name: &str) -> Vec<u8> {
+    std::fs::read(root.join(name)).unwrap()
+}
+
+#[tokio::test]
+async fn sed_replace_takes_look_around_and_back_references_as_python_does() {
+    let text: &[u8] = b"$5 and 6 and $70\nit is is so so\nfoobar foobaz\n";
+    let cases = [
+        json!({"pattern": r"(?<=\$)\d+", "replacement": "N", "regex": true}),
+        json!({"pattern": r"\b(\w+) \1\b", "replacement": r"\1", "regex": true}),
+        json!({"pattern": r"foo(?!bar)", "replacement": "X", "regex": true, "count": 1}),
+        json!({"pattern": r"(?<![\w$])\d+", "replacement": r"<\g<0>>", "regex": true}),
+    ];
+    for case in cases {
+        let (mine, theirs) = trees(&[("t.txt", text)]);
+        let mut args = case.clone();
+        args["file_path"] = json!("t.txt");
+        let expected = automation_file(
+            theirs.path(),
+            "FA_sed_replace",
+            &under(theirs.path(), &args, &["file_path"]),
+        );
+        let got = mine
+            .call("FA_sed_replace", under(&mine.root(), &args, &["file_path"]))
+            .await
+            .unwrap_or_else(|e| panic!("{case}: {e}"));
+        assert_eq!(got["replacements"], expected, "{case}");
+        assert_eq!(
+            String::from_utf8(read(&mine.root(), "t.txt")).unwrap(),
+            String::from_utf8(read(theirs.path(), "t.txt")).unwrap(),
+            "{case}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn grep_takes_back_references_as_python_does() {
+    let files: &[(&str, &[u8])] = &[
+        ("a.txt", b"good\nbad\nbook keeper\n"),
+        ("b.txt", b"\xFF\xFEbinary-ish but see\nnothing\n"),
+    ];
+    for pattern in [r"(\w)\1", r"(?<=b)oo", r"e(?=e)"] {
+        let (mine, theirs) = trees(files);
+        let args = json!({"root": ".", "pattern": pattern, "regex": true});
+        let hits = |v: &Value| {
+            let mut hits: Vec<(String, u64, String)> = (v.as_array().unwrap().iter())
+                .map(|h| {
+                    let name = Path::new(h["path"].as_str().unwrap()).file_name().unwrap();
+                    let line = h["line"].as_u64().unwrap();
+                    (
+                        name.to_string_lossy().into_owned(),
+                        line,
+                        h["text"].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect();
+            hits.sort();
+            hits
+        };
+        let expected = automation_file(
+            theirs.path(),
+            "FA_grep",
+            &under(theirs.path(), &args, &["root"]),
+        );
+        let got = mine
+            .call("FA_grep", under(&mine.root(), &args, &["root"]))
+            .await
+            .unwrap_or_else(|e| panic!("{pattern}: {e}"));
+        assert!(!hits(&expected).is_empty(), "{pattern} matches something");
+        assert_eq!(hits(&got["matches"]), hits(&expected), "{pattern}");
+    }
+}
+
+#[tokio::test]
+async fn byte_order_mark_codecs_convert_as_python_does() {
+    let with_bom: &[u8] = b"\xEF\xBB\xBFcaf\xC3\xA9\n";
+    let cases = [
+        ("utf-8-sig", "utf-16"),
+        ("utf-8", "utf-8-sig"),
+        ("utf_8_sig", "utf-32"),
+        ("utf-8-sig", "utf-32-be"),
+        ("utf-8-sig", "latin-1"),
+    ];
+    for (from, to) in cases {
+        let (mine, theirs) = trees(&[("in.txt", with_bom)]);
+        let args = json!({"file_path": "in.txt", "target_path": "out.txt",
+                          "source_encoding": from, "target_encoding": to});
+        let paths = ["file_path", "target_path"];
+        let expected = automation_file(
+            theirs.path(),
+            "FA_encoding_convert",
+            &under(theirs.path(), &args, &paths),
+        );
+        assert_eq!(expected, json!(true), "{from} → {to}");
+        mine.call("FA_encoding_convert", under(&mine.root(), &args, &paths))
+            .await
+            .unwrap_or_else(|e| panic!("{from} → {to}: {e}"));
+        assert_eq!(
+            read(&mine.root(), "out.txt"),
+            read(theirs.path(), "out.txt"),
+            "{from} → {to}"
+        );
+    }
+    // A file read as utf-8-sig and written back keeps its mark, as Python's codec writes it.
+    let (mine, theirs) = trees(&[("t.txt", with_bom)]);
+    let args =
+        json!({"file_path": "t.txt", "pattern": "é", "replacement": "e", "encoding": "utf-8-sig"});
+    let expected = automation_file(
+        theirs.path(),
+        "FA_sed_replace",
+        &under(theirs.path(), &args, &["file_path"]),
+    );
+    let got = mine
+        .call("FA_sed_replace", under(&mine.root(), &args, &["file_path"]))
+        .await
+        .unwrap();
+    assert_eq!(got["replacements"], expected);
+    assert_eq!(read(&mine.root(), "t.txt"), read(theirs.path(), "t.txt"));
+}
