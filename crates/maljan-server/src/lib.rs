@@ -5,7 +5,8 @@
 //! names a remedy, path confinement under `--root`, the
 //! capability manifest, the put_sample staging store, and serving a registry over stdio or
 //! streamable HTTP. Every message on either transport goes through the official SDK's (rmcp's)
-//! service: `protocol` is the one handler both serve, `http` nests rmcp's streamable HTTP
+//! service: `protocol` is the one handler both serve (long tools run as tasks of the MCP tasks
+//! extension there, see `tasks`), `http` nests rmcp's streamable HTTP
 //! service, and `stdio` hands rmcp a newline transport whose framing (`stdio_framing`: answers
 //! for malformed, oversize and unreadable lines) is the only code that differs between the two.
 //! Nothing answers a request around rmcp.
@@ -44,6 +45,7 @@ pub mod server;
 pub mod staging;
 pub mod stdio;
 mod stdio_framing;
+pub mod tasks;
 
 pub use context::{
     IN_PLACE_BYTES, MAX_NESTING, ProgressSink, ServerHandle, ToolContext, blocking,
@@ -55,12 +57,13 @@ pub use manifest::{Manifest, ManifestTool, Probe, Unavailable};
 pub use metrics::Metrics;
 pub use observe::{CallEnd, CallObserver, CallStart};
 pub use portable_schema::{PortableSchema, make_portable};
-pub use protocol::{McpHandler, tool_descriptors};
+pub use protocol::{McpHandler, declares_tasks, task_owner, tool_descriptors};
 pub use registry::{RegisteredTool, Registry, ToolMeta, parse_arguments};
 pub use roots::{Dir, Renamed, Roots, Write};
 pub use server::{CAPABILITIES_TOOL, CallOutcome, ToolServer};
 pub use staging::{StagingOptions, StagingStore};
 pub use stdio::{StdioOptions, serve_io, serve_stdio};
+pub use tasks::{TaskPolicy, TaskSupport, Tasks};
 
 /// The rmcp version maljan is built and tested against, pinned exactly in the workspace.
 pub use rmcp;

@@ -6,20 +6,29 @@
 //! ([`complete_initialize`]) before either transport hands it to rmcp. Each tools/call runs in an
 //! OpenTelemetry server span continuing the caller's `traceparent` (see maljan-telemetry), and is
 //! counted where [`crate::metrics`] counts it.
+//!
+//! The tasks extension (`io.modelcontextprotocol/tasks`) is declared when a served tool allows
+//! tasks ([`crate::tasks`]): such a tool's call from a client that declared the extension
+//! answers at once with a task handle, and runs as a task of [`Tasks`], its progress reports
+//! becoming the task's status message and `tasks/cancel` cancelling its token.
 
 use std::{sync::Arc, time::Instant};
 
-use maljan_telemetry::Side;
+use maljan_telemetry::{Measurement, Side};
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-        InitializeResult, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-        ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+        CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock,
+        CreateTaskResult, GetTaskParams, GetTaskResult, Implementation, InitializeResult,
+        JsonObject, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
+        ProgressToken, ProtocolVersion, ServerCapabilities, ServerConfig, Task, Tool,
+        ToolAnnotations, UpdateTaskParams,
     },
     service::{Peer, RequestContext},
+    task_manager::{TaskContext, TaskExit},
 };
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 /// JSON-RPC's invalid-params code, rmcp's answer to an unknown tool.
@@ -30,14 +39,17 @@ use crate::{
     metrics::{Ended, Metrics, UNKNOWN_TOOL},
     registry::RegisteredTool,
     server::{CallOutcome, ToolServer},
+    tasks::{TASKS_EXTENSION_ID, TaskPolicy, TaskSupport, Tasks, tasks_required},
 };
 
-/// Serves one [`ToolServer`] through rmcp. Cheap to clone: one per HTTP session.
+/// Serves one [`ToolServer`] through rmcp. Cheap to clone: one per HTTP session, all sharing the
+/// server's [`Tasks`].
 #[derive(Clone)]
 pub struct McpHandler {
     server: Arc<ToolServer>,
     tools: Arc<Vec<Tool>>,
     metrics: Option<Arc<Metrics>>,
+    tasks: Arc<Tasks>,
 }
 
 impl McpHandler {
@@ -47,6 +59,7 @@ impl McpHandler {
             server,
             tools,
             metrics: None,
+            tasks: Tasks::new(TaskPolicy::default()),
         }
     }
 
@@ -55,6 +68,144 @@ impl McpHandler {
         self.metrics = metrics;
         self
     }
+
+    /// Runs tasks under these limits instead of the defaults.
+    pub fn with_task_policy(mut self, policy: TaskPolicy) -> Self {
+        self.tasks = Tasks::new(policy);
+        self
+    }
+
+    /// This server's tasks: a handler wrapped around this one starts its own operations as tasks
+    /// here, so `tasks/get` answers for them too.
+    pub fn tasks(&self) -> &Arc<Tasks> {
+        &self.tasks
+    }
+
+    /// Whether a served tool may run as a task (then the extension is declared).
+    pub fn offers_tasks(&self) -> bool {
+        self.server
+            .listed_tools()
+            .any(|t| t.meta.tasks() != TaskSupport::Forbidden)
+    }
+
+    /// A listed tool's task support; None for a name this server does not serve.
+    fn task_support(&self, tool: &str) -> Option<(TaskSupport, Option<std::time::Duration>)> {
+        let registered = self.server.registry().get(tool)?;
+        (!registered.meta.unlisted).then(|| (registered.meta.tasks(), registered.meta.timeout))
+    }
+
+    /// Starts a call of a maljan tool as a task of `owner`; None when the owner holds its most.
+    fn spawn_call(
+        &self,
+        owner: &str,
+        name: String,
+        args: JsonObject,
+        timeout: Option<std::time::Duration>,
+        traceparent: Option<String>,
+    ) -> Option<Task> {
+        let handler = self.clone();
+        let ttl = self.tasks.policy().ttl_for(timeout);
+        self.tasks.spawn(owner, ttl, move |task| {
+            Box::pin(async move {
+                let cancel = CancellationToken::new();
+                let progress: Arc<dyn ProgressSink> = Arc::new(TaskProgress(task.clone()));
+                let call = handler.run_call(
+                    &name,
+                    args,
+                    cancel.clone(),
+                    Some(progress),
+                    traceparent.as_deref(),
+                );
+                tokio::select! {
+                    outcome = call => match outcome {
+                        Some(outcome) => Ok(tool_result(outcome)),
+                        None => Err(TaskExit::Error(McpError::invalid_params(
+                            format!("unknown tool '{name}'"), None))),
+                    },
+                    _ = task.cancelled() => {
+                        cancel.cancel();
+                        Err(TaskExit::Cancelled)
+                    }
+                }
+            })
+        })
+    }
+
+    /// Runs one call in its telemetry span and counts it; None for an unknown tool.
+    async fn run_call(
+        &self,
+        name: &str,
+        args: JsonObject,
+        cancel: CancellationToken,
+        progress: Option<Arc<dyn ProgressSink>>,
+        traceparent: Option<&str>,
+    ) -> Option<CallOutcome> {
+        let started = Instant::now();
+        // A span only names a tool the server has: a caller cannot put its own text in one.
+        let span = if maljan_telemetry::enabled() {
+            let known = self.tools.iter().any(|t| t.name == name);
+            maljan_telemetry::operation_span(
+                Side::Server,
+                "tools/call",
+                Some(if known { name } else { UNKNOWN_TOOL }),
+                traceparent,
+            )
+        } else {
+            tracing::Span::none()
+        };
+        let outcome = self
+            .server
+            .call(name, args, cancel, progress)
+            .instrument(span.clone())
+            .await;
+        if self.metrics.is_some() || maljan_telemetry::enabled() {
+            let (tool, ended) = match &outcome {
+                Some(o) if o.is_error => (
+                    name,
+                    Ended::ToolError(o.value["error"]["code"].as_str().unwrap_or("tool_failed")),
+                ),
+                Some(_) => (name, Ended::Ok),
+                None => (UNKNOWN_TOOL, Ended::Protocol(INVALID_PARAMS)),
+            };
+            // Measured once; Prometheus and OpenTelemetry are both filled from this record.
+            let measured = Measurement::since(
+                started,
+                Side::Server,
+                "tools/call",
+                Some(tool),
+                ended.error_type(),
+            );
+            self.export(&measured, ended, &span);
+        }
+        outcome
+    }
+
+    /// Exports one measured request to `/metrics` (when served with it) and to OpenTelemetry.
+    fn export(&self, measured: &Measurement, ended: Ended<'_>, span: &tracing::Span) {
+        if let Some(m) = &self.metrics {
+            m.observe(measured, ended);
+        }
+        measured.export(span);
+    }
+}
+
+/// Who a task belongs to: the HTTP session that asked (`Mcp-Session-Id`), or "" without one
+/// (stdio, stateless HTTP). See [`crate::tasks`].
+pub fn task_owner(context: &RequestContext<RoleServer>) -> String {
+    context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.headers.get("mcp-session-id"))
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Whether the request carries the tasks extension (per request, or declared at initialize).
+pub fn declares_tasks(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .client_capabilities()
+        .is_some_and(|caps| caps.supports_tasks())
 }
 
 /// The descriptors exactly as tools/list sends them.
@@ -83,7 +234,14 @@ fn descriptor(tool: &RegisteredTool) -> Tool {
 
 impl ServerHandler for McpHandler {
     fn get_info(&self) -> ServerConfig {
-        let mut info = InitializeResult::new(ServerCapabilities::builder().enable_tools().build());
+        let mut capabilities = ServerCapabilities::builder().enable_tools().build();
+        if self.offers_tasks() {
+            capabilities
+                .extensions
+                .get_or_insert_with(Default::default)
+                .insert(TASKS_EXTENSION_ID.to_string(), JsonObject::new());
+        }
+        let mut info = InitializeResult::new(capabilities);
         info.server_info = Implementation::new(self.server.name(), self.server.version());
         info.instructions = self.server.instructions().map(str::to_string);
         info
@@ -96,16 +254,8 @@ impl ServerHandler for McpHandler {
     ) -> Result<ListToolsResult, McpError> {
         let started = Instant::now();
         let list = ListToolsResult::with_all_items(self.tools.as_ref().clone());
-        if let Some(m) = &self.metrics {
-            m.record("tools/list", "", Ended::Ok, started.elapsed());
-        }
-        maljan_telemetry::record_duration(
-            Side::Server,
-            "tools/list",
-            None,
-            None,
-            started.elapsed(),
-        );
+        let measured = Measurement::since(started, Side::Server, "tools/list", None, None);
+        self.export(&measured, Ended::Ok, &tracing::Span::none());
         Ok(list)
     }
 
@@ -114,58 +264,45 @@ impl ServerHandler for McpHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let started = Instant::now();
         let name = request.name.to_string();
         let args = request.arguments.unwrap_or_default();
-        // A span only names a tool the server has: a caller cannot put its own text in one.
-        let span = if maljan_telemetry::enabled() {
-            let known = self.tools.iter().any(|t| t.name == name.as_str());
-            maljan_telemetry::operation_span(
-                Side::Server,
-                "tools/call",
-                Some(if known { name.as_str() } else { UNKNOWN_TOOL }),
-                context.meta.get_traceparent(),
-            )
-        } else {
-            tracing::Span::none()
-        };
+        let traceparent = context.meta.get_traceparent();
+        if let Some((support, timeout)) = self.task_support(&name) {
+            match (support, declares_tasks(&context)) {
+                (TaskSupport::Required, false) => return Err(tasks_required()),
+                (TaskSupport::Optional | TaskSupport::Required, true) => {
+                    let owner = task_owner(&context);
+                    let tp = traceparent.map(str::to_string);
+                    match self.spawn_call(&owner, name.clone(), args.clone(), timeout, tp) {
+                        Some(task) => {
+                            return Ok(CallToolResponse::Task(CreateTaskResult::new(task)));
+                        }
+                        // At its bound: an optional tool runs as an ordinary call.
+                        None if support == TaskSupport::Required => {
+                            return Err(McpError::invalid_request(
+                                format!(
+                                    "this session already holds {} tasks; wait for one to end",
+                                    self.tasks.policy().max_tasks
+                                ),
+                                None,
+                            ));
+                        }
+                        None => {}
+                    }
+                }
+                _ => {}
+            }
+        }
         let progress = context
             .meta
             .get_progress_token()
             .map(|token| PeerProgress::start(context.peer.clone(), token));
         let sink = progress.clone().map(|p| p as Arc<dyn ProgressSink>);
         let outcome = self
-            .server
-            .call(&name, args, context.ct.clone(), sink)
-            .instrument(span.clone())
+            .run_call(&name, args, context.ct.clone(), sink, traceparent)
             .await;
         if let Some(progress) = &progress {
             progress.flush().await;
-        }
-        if self.metrics.is_some() || maljan_telemetry::enabled() {
-            let (tool, ended) = match &outcome {
-                Some(o) if o.is_error => (
-                    name.as_str(),
-                    Ended::ToolError(o.value["error"]["code"].as_str().unwrap_or("tool_failed")),
-                ),
-                Some(_) => (name.as_str(), Ended::Ok),
-                None => (UNKNOWN_TOOL, Ended::Protocol(INVALID_PARAMS)),
-            };
-            let took = started.elapsed();
-            if let Some(m) = &self.metrics {
-                m.record("tools/call", tool, ended, took);
-            }
-            let error_type = ended.error_type();
-            if let Some(e) = &error_type {
-                maljan_telemetry::record_error(&span, e);
-            }
-            maljan_telemetry::record_duration(
-                Side::Server,
-                "tools/call",
-                Some(tool),
-                error_type.as_deref(),
-                took,
-            );
         }
         match outcome {
             Some(outcome) => Ok(tool_result(outcome).into()),
@@ -174,6 +311,34 @@ impl ServerHandler for McpHandler {
                 None,
             )),
         }
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        self.tasks.get(&task_owner(&context), &request.task_id)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks.update(
+            &task_owner(&context),
+            &request.task_id,
+            request.input_responses,
+        )
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tasks.cancel(&task_owner(&context), &request.task_id)
     }
 }
 
@@ -289,6 +454,23 @@ impl ProgressSink for PeerProgress {
         param.total = total;
         param.message = message;
         let _ = self.tx.send(Forward::Report(param));
+    }
+}
+
+/// A task's progress reports become its status message (its request was answered long ago, so
+/// there is no progress token to report to).
+struct TaskProgress(TaskContext);
+
+impl ProgressSink for TaskProgress {
+    fn report(&self, progress: f64, total: Option<f64>, message: Option<String>) {
+        let done = match total {
+            Some(total) => format!("{progress}/{total}"),
+            None => format!("{progress}"),
+        };
+        self.0.set_status_message(match message {
+            Some(m) => format!("{done}: {m}"),
+            None => done,
+        });
     }
 }
 

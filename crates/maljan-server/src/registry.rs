@@ -15,6 +15,7 @@ use crate::{
     manifest::Probe,
     observe::{CallObserver, Observers},
     portable_schema::PortableSchema,
+    tasks::{LONG_TOOL, TaskSupport},
 };
 
 pub type ToolFuture = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send>>;
@@ -47,6 +48,9 @@ pub struct ToolMeta {
     /// by the server's own work (an action list, a pipeline task): the FA_* bridge under
     /// `--no-bridge`, which the semantic tools' pipelines still run.
     pub unlisted: bool,
+    /// Whether a call may run as a task (MCP tasks extension); None: decided by the timeout
+    /// (see [`ToolMeta::tasks`]).
+    pub task_support: Option<TaskSupport>,
 }
 
 impl ToolMeta {
@@ -65,6 +69,7 @@ impl ToolMeta {
             staging_primitive: false,
             opt_in: false,
             unlisted: false,
+            task_support: None,
         }
     }
     pub fn title(mut self, title: impl Into<String>) -> Self {
@@ -108,6 +113,23 @@ impl ToolMeta {
     pub fn opt_in(mut self) -> Self {
         self.opt_in = true;
         self
+    }
+    /// Sets whether a call may run as a task, whatever the timeout.
+    pub fn task_support(mut self, support: TaskSupport) -> Self {
+        self.task_support = Some(support);
+        self
+    }
+    /// Whether a call may run as a task: as set, else optional for a long tool (a timeout of at
+    /// least [`LONG_TOOL`]) and forbidden for the rest. A staging primitive is never a task: an
+    /// upload's chunks are answered in order, one by one.
+    pub fn tasks(&self) -> TaskSupport {
+        if self.staging_primitive {
+            return TaskSupport::Forbidden;
+        }
+        self.task_support.unwrap_or(match self.timeout {
+            Some(t) if t >= LONG_TOOL => TaskSupport::Optional,
+            _ => TaskSupport::Forbidden,
+        })
     }
 }
 

@@ -21,6 +21,8 @@ pub struct Leg {
     pub checks: u64,
     /// Unscored scenarios that failed (reported only).
     pub unscored_failing: Vec<String>,
+    /// Unscored scenarios that passed (a test may require some: the extensions it implements).
+    pub unscored_passing: Vec<String>,
 }
 
 /// One leg at a time in a test process: the suite already runs a leg's scenarios in parallel,
@@ -64,8 +66,8 @@ pub fn run_leg(side: &str, target: &[&str], revision: &str) -> Leg {
         out.status
     );
     eprintln!(
-        "{side} leg at {revision}: {} scored scenarios, {} checks passed, 0 failed; unscored failing: {:?}",
-        leg.scenarios, leg.checks, leg.unscored_failing
+        "{side} leg at {revision}: {} scored scenarios, {} checks passed, 0 failed; unscored failing: {:?}; unscored passing: {:?}",
+        leg.scenarios, leg.checks, leg.unscored_failing, leg.unscored_passing
     );
     leg
 }
@@ -109,6 +111,7 @@ pub fn verdict(output: &str) -> Result<Leg, String> {
         .ok_or("no summary")?;
     let mut unscored = BTreeSet::new();
     let mut unscored_failing = Vec::new();
+    let mut unscored_passing = Vec::new();
     if let Some(at) = lines.iter().position(|l| l.starts_with("Not scored for")) {
         for line in lines[at + 1..].iter().map(|l| l.trim()) {
             let Some((mark, rest)) = split_mark(line) else {
@@ -117,6 +120,8 @@ pub fn verdict(output: &str) -> Result<Leg, String> {
             let name = rest.split(" (").next().unwrap_or(rest).to_string();
             if mark == '✗' {
                 unscored_failing.push(name.clone());
+            } else {
+                unscored_passing.push(name.clone());
             }
             unscored.insert(name);
         }
@@ -160,6 +165,7 @@ pub fn verdict(output: &str) -> Result<Leg, String> {
         scenarios,
         checks,
         unscored_failing,
+        unscored_passing,
     })
 }
 
@@ -195,7 +201,7 @@ mod tests {
     const PASSING: &str = "=== SUMMARY ===\n✓ ping: 2 passed, 0 failed\n✗ tasks-x: 1 passed, 3 failed\n\
         ✓ tools: 4 passed, 0 failed\n\nTotal: 7 passed, 3 failed\n\n\
         Not scored for 2026-07-28: 1 scenario(s) run, 1 failing. These do not affect conformance.\n\
-        \x20 ✗ tasks-x (extension)\n";
+        \x20 ✗ tasks-x (extension)\n\x20 ✓ tasks-y (extension)\n";
 
     #[test]
     fn unscored_failures_are_reported_not_judged() {
@@ -204,7 +210,8 @@ mod tests {
             Ok(Leg {
                 scenarios: 2,
                 checks: 6,
-                unscored_failing: vec!["tasks-x".into()]
+                unscored_failing: vec!["tasks-x".into()],
+                unscored_passing: vec!["tasks-y".into()],
             })
         );
     }

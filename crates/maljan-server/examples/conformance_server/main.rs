@@ -3,11 +3,13 @@
 //! Plain tools (text, errors, progress) go through the framework's registry exactly as maljan's
 //! own servers do; the suite's fixtures that need what a tool server never uses — image, audio and
 //! resource content, logging, sampling, elicitation, resources, prompts, completion, and the
-//! 2026-07-28 multi-round-trip requests ([`mrtr`]) — are answered by a thin handler wrapped
-//! around the framework's. Run: `conformance_server 127.0.0.1:PORT`.
+//! 2026-07-28 multi-round-trip requests ([`mrtr`]), the tasks extension's fixtures that are no
+//! maljan tool ([`tasks`]) — are answered by a thin handler wrapped around the framework's. Run:
+//! `conformance_server 127.0.0.1:PORT`.
 
 mod mrtr;
 mod stateless;
+mod tasks;
 
 use std::{sync::Arc, time::Duration};
 
@@ -55,6 +57,7 @@ fn framework_tools() -> Registry {
             Ok::<_, ToolError>("Progress test completed".to_string())
         },
     );
+    tasks::register(&mut r);
     r
 }
 
@@ -279,7 +282,8 @@ impl ServerHandler for Conformance {
         let mut info = self.tools.get_info();
         info.capabilities = from_json(json!({
             "tools": {}, "logging": {}, "completions": {},
-            "prompts": {"listChanged": false}, "resources": {"subscribe": true, "listChanged": false}
+            "prompts": {"listChanged": false}, "resources": {"subscribe": true, "listChanged": false},
+            "extensions": {(TASKS_EXTENSION_ID): {}}
         }))
         .expect("static capabilities");
         info
@@ -306,11 +310,38 @@ impl ServerHandler for Conformance {
         if in_table(&mrtr::TOOLS, &request.name) {
             return mrtr::call(&self.states, &request, &ctx);
         }
+        if in_table(&tasks::TOOLS, &request.name) {
+            return tasks::call(&self.tools, &request, &ctx);
+        }
         if self.extra_tools.iter().any(|t| t.name == request.name) {
             let args = request.arguments.clone().unwrap_or_default();
             return self.call_extra(&request.name, args, ctx).await;
         }
         self.tools.call_tool(request, ctx).await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        self.tools.get_task(request, ctx).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tools.update_task(request, ctx).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.tools.cancel_task(request, ctx).await
     }
 
     async fn set_level(
@@ -484,6 +515,7 @@ async fn main() -> anyhow::Result<()> {
                 .into_iter()
                 .chain(listed(&mrtr::TOOLS))
                 .chain(listed(&stateless::TOOLS))
+                .chain(listed(&tasks::TOOLS))
                 .collect(),
         ),
         states: Arc::new(mrtr::States::new()),

@@ -245,6 +245,17 @@ impl Client {
     ) -> Self {
         let probe = Arc::new(Probe::default());
         let server = server(probe.clone());
+        Self::connect_to(transport, version, server, probe, max_message_bytes)
+    }
+
+    /// A connection to a server of the test's own making (`probe` is the one its tools use).
+    pub fn connect_to(
+        transport: Transport,
+        version: &'static str,
+        server: Arc<ToolServer>,
+        probe: Arc<Probe>,
+        max_message_bytes: usize,
+    ) -> Self {
         let wire = match transport {
             Transport::Stdio => Wire::Stdio(Stdio::start(server, max_message_bytes)),
             Transport::Http => {
@@ -266,6 +277,23 @@ impl Client {
         }
     }
 
+    /// Another session with the same HTTP server (a new handshake is due), sharing its probe.
+    pub fn another_session(&self) -> Self {
+        let Wire::Http(http) = &self.wire else {
+            panic!("sessions are an HTTP thing")
+        };
+        Self {
+            transport: self.transport,
+            version: self.version,
+            probe: self.probe.clone(),
+            wire: Wire::Http(Http {
+                router: http.router.clone(),
+                session: None,
+            }),
+            next_id: 0,
+        }
+    }
+
     fn message(&mut self, method: &str, mut params: Value, id: Option<i64>) -> Value {
         if self.version == STATELESS && method != "initialize" {
             // Beside whatever `_meta` the request has of its own (a progress token).
@@ -273,8 +301,11 @@ impl Client {
             if meta.is_null() {
                 *meta = json!({});
             }
+            // A key the request set itself (its own client capabilities) is kept.
             for (key, value) in stateless_meta().as_object().unwrap() {
-                meta[key] = value.clone();
+                if meta.get(key).is_none() {
+                    meta[key] = value.clone();
+                }
             }
         }
         let mut message = json!({"jsonrpc": "2.0", "method": method, "params": params});
@@ -502,7 +533,9 @@ impl Http {
             request = request
                 .header("mcp-protocol-version", version)
                 .header("mcp-method", method);
-            if let Some(name) = message["params"]["name"].as_str() {
+            // The name header mirrors a tool's name, or a task's id (tasks/get|update|cancel).
+            let params = &message["params"];
+            if let Some(name) = params["name"].as_str().or(params["taskId"].as_str()) {
                 request = request.header("mcp-name", name);
             }
         } else if let Some(session) = &self.session {
