@@ -43,6 +43,7 @@ mod members_formats;
 mod members_html;
 pub mod members_mail;
 mod members_rar;
+mod members_zip;
 pub mod ole;
 mod pdf;
 pub mod pe;

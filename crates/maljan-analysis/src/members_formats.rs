@@ -8,12 +8,15 @@ use crate::{
     members::{Collector, USUAL_PASSWORDS},
 };
 
+/// The magic number of an LZ4 frame.
+const LZ4_FRAME: &[u8] = &[0x04, 0x22, 0x4D, 0x18];
+
 /// Reads the containers `b` is; returns the format name ("" when it is none of them).
 pub(crate) fn read(b: &[u8], c: &mut Collector) -> String {
     let kind = identify(b).kind;
     match kind.as_str() {
-        "zip" | "jar" | "apk" => zip(b, c, false),
-        "ooxml" | "odf" => zip(b, c, true),
+        "zip" | "jar" | "apk" => crate::members_zip::zip(b, c, false),
+        "ooxml" | "odf" => crate::members_zip::zip(b, c, true),
         "tar" => {
             tar(Cursor::new(b), c, "tar");
             "tar".into()
@@ -21,6 +24,13 @@ pub(crate) fn read(b: &[u8], c: &mut Collector) -> String {
         "gzip" => stream(b, c, flate2::read::MultiGzDecoder::new(b), "gzip"),
         "bzip2" => stream(b, c, bzip2::read::MultiBzDecoder::new(b), "bzip2"),
         "xz" => stream(b, c, lzma_rust2::XzReader::new(b, true), "xz"),
+        "zstd" => match zstd::stream::read::Decoder::with_buffer(b) {
+            Ok(r) => stream(b, c, r, "zstd"),
+            Err(e) => {
+                c.skip("(content)", format!("not a readable zstd stream: {e}"));
+                "zstd".into()
+            }
+        },
         "lzip" => stream(b, c, lzma_rust2::LzipReader::new(b), "lzip"),
         "lzma" => match lzma_rust2::LzmaReader::new_mem_limit(b, 256 * 1024, None) {
             Ok(r) => stream(b, c, r, "lzma"),
@@ -71,6 +81,8 @@ pub(crate) fn read(b: &[u8], c: &mut Collector) -> String {
             }
         }
         "text" | "empty" | "base64" | "hex" => String::new(),
+        // An LZ4 frame (identify_file calls it data).
+        _ if b.starts_with(LZ4_FRAME) => stream(b, c, lz4_flex::frame::FrameDecoder::new(b), "lz4"),
         _ => {
             if carve(b, c) {
                 "carved".into()
@@ -97,115 +109,6 @@ fn carve(b: &[u8], c: &mut Collector) -> bool {
         }
     }
     any
-}
-
-/// Parts of an Office / ODF package worth analysing on their own: embedded objects, macros,
-/// ActiveX controls, anything that is not the package's XML.
-fn package_part(name: &str) -> bool {
-    let n = name.to_ascii_lowercase();
-    n.contains("embeddings/")
-        || n.contains("activex/")
-        || n.ends_with("vbaproject.bin")
-        || n.starts_with("object")
-        || !(n.ends_with(".xml")
-            || n.ends_with(".rels")
-            || n.ends_with(".png")
-            || n.ends_with(".jpeg")
-            || n.ends_with(".jpg")
-            || n.ends_with(".emf")
-            || n.ends_with(".wmf")
-            || n == "mimetype"
-            || n.ends_with(".rdf"))
-}
-
-fn zip(b: &[u8], c: &mut Collector, package: bool) -> String {
-    let mut z = match zip::ZipArchive::new(Cursor::new(b)) {
-        Ok(z) => z,
-        Err(e) => {
-            c.skip("(archive)", format!("not a readable zip archive: {e}"));
-            return "zip".into();
-        }
-    };
-    for i in 0..z.len() {
-        if c.done() {
-            break;
-        }
-        let Ok(raw) = z.by_index_raw(i) else { continue };
-        let name = raw
-            .name()
-            .map(|n| n.into_owned())
-            .unwrap_or_else(|_| format!("entry-{i}"));
-        let (dir, link, encrypted, packed) = (
-            raw.is_dir(),
-            raw.is_symlink(),
-            raw.encrypted(),
-            raw.compressed_size(),
-        );
-        drop(raw);
-        if dir {
-            continue;
-        }
-        if link {
-            c.skip(&name, "a symbolic link: not followed");
-            continue;
-        }
-        if package && !package_part(&name) {
-            continue;
-        }
-        if !encrypted {
-            match z.by_index(i) {
-                Ok(mut f) => {
-                    if !c.add(&name, "zip", Some(packed), &mut f, None) {
-                        break;
-                    }
-                }
-                Err(e) => c.skip(&name, format!("cannot be read: {e}")),
-            }
-            continue;
-        }
-        let mut opened = false;
-        for pw in USUAL_PASSWORDS {
-            // A wrong ZipCrypto password passes its one-byte check 1 time in 256: the CRC (or
-            // AES's HMAC) at the end of the member is what proves it.
-            let Ok(mut f) = z.by_index_decrypt(i, pw.as_bytes()) else {
-                continue;
-            };
-            let mut probe = Vec::new();
-            if f.by_ref()
-                .take(c_limit(packed))
-                .read_to_end(&mut probe)
-                .is_err()
-            {
-                continue;
-            }
-            drop(f);
-            opened = true;
-            let mut f = match z.by_index_decrypt(i, pw.as_bytes()) {
-                Ok(f) => f,
-                Err(_) => break,
-            };
-            if !c.add(&name, "zip", Some(packed), &mut f, Some(pw)) {
-                return "zip".into();
-            }
-            break;
-        }
-        if !opened {
-            c.skip(
-                &name,
-                format!(
-                    "encrypted, and none of the usual passwords ({}) opens it",
-                    USUAL_PASSWORDS.join(", ")
-                ),
-            );
-        }
-    }
-    "zip".into()
-}
-
-/// How much of an encrypted member is read to prove its password: enough to reach the CRC of
-/// any ordinary member, bounded so that a bomb behind a password is caught by the collector.
-fn c_limit(packed: u64) -> u64 {
-    packed.saturating_mul(200).saturating_add(64 * 1024)
 }
 
 fn tar<R: Read>(reader: R, c: &mut Collector, source: &str) {
@@ -307,6 +210,7 @@ fn short(format: &str) -> &str {
     match format {
         "gzip" => "gz",
         "bzip2" => "bz2",
+        "zstd" => "zst",
         other => other,
     }
 }
