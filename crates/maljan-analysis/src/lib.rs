@@ -37,6 +37,7 @@ pub mod ioc_judge;
 mod ioc_places;
 pub mod iocs;
 pub mod macho;
+mod macho_commands;
 mod macho_parts;
 pub mod members;
 mod members_formats;
