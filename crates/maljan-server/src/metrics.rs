@@ -6,6 +6,9 @@
 //!   (`tool_error` for a result with isError, the JSON-RPC code for a protocol error);
 //! - `maljan_tool_calls_total` by tool, `maljan_tool_errors_total` by tool and maljan error code.
 //!
+//! Each request is measured once ([`maljan_telemetry::Measurement`]): the histogram here and
+//! OpenTelemetry's `mcp.server.operation.duration` are filled from that one record.
+//!
 //! Labels hold only names the server itself defines: a tool name is one it registered (anything
 //! else counts as `_unknown`, so a caller cannot grow the label set), an error code is one its
 //! tools return. Never an argument, a result, a token or a query string.
@@ -18,10 +21,9 @@ use prometheus_client::{
     registry::{Registry, Unit},
 };
 
-/// The semantic conventions' advised buckets for MCP operation durations, in seconds.
-const BUCKETS: [f64; 14] = [
-    0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
-];
+/// The semantic conventions' advised buckets for MCP operation durations, in seconds: the same
+/// as OpenTelemetry's histogram.
+const BUCKETS: [f64; 14] = maljan_telemetry::BUCKETS;
 
 /// The label a tool name the server does not have is counted under.
 pub const UNKNOWN_TOOL: &str = "_unknown";
@@ -114,6 +116,17 @@ impl Metrics {
             calls,
             errors,
         })
+    }
+
+    /// Records one request measured once (the same record OpenTelemetry is given): its tool
+    /// must be one the server registered (or [`UNKNOWN_TOOL`]), or none.
+    pub fn observe(&self, measured: &maljan_telemetry::Measurement, ended: Ended<'_>) {
+        self.record(
+            measured.method,
+            measured.tool.as_deref().unwrap_or_default(),
+            ended,
+            measured.took,
+        );
     }
 
     /// Records one answered request. `tool` must be a name the server registered (or

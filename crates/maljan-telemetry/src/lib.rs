@@ -39,8 +39,9 @@ pub const TARGET: &str = "mcp";
 /// The variable that turns export on (the operator's choice, never a tool argument's).
 pub const ENDPOINT_VAR: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
 
-/// The conventions' advised buckets for MCP operation durations, in seconds.
-const BUCKETS: [f64; 14] = [
+/// The conventions' advised buckets for MCP operation durations, in seconds (the Prometheus
+/// histograms beside these use them too).
+pub const BUCKETS: [f64; 14] = [
     0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
 ];
 
@@ -291,7 +292,56 @@ pub fn record_error(span: &tracing::Span, error_type: &str) {
     span.record("otel.status_code", "ERROR");
 }
 
-/// Records one operation's duration in `mcp.{side}.operation.duration`.
+/// One MCP operation measured once: its duration is taken a single time, and every export of it
+/// (this crate's OpenTelemetry histogram and span, a Prometheus histogram beside it) is filled
+/// from this record, so they cannot disagree.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measurement {
+    pub side: Side,
+    /// `tools/call`, `tools/list`.
+    pub method: &'static str,
+    /// A tool name the caller knows (never one a peer made up).
+    pub tool: Option<String>,
+    /// The conventions' `error.type` (an error code or a JSON-RPC code); None for success.
+    pub error_type: Option<String>,
+    pub took: Duration,
+}
+
+impl Measurement {
+    /// The operation that began at `started` and ends now.
+    pub fn since(
+        started: std::time::Instant,
+        side: Side,
+        method: &'static str,
+        tool: Option<&str>,
+        error_type: Option<String>,
+    ) -> Self {
+        Self {
+            side,
+            method,
+            tool: tool.map(str::to_string),
+            error_type,
+            took: started.elapsed(),
+        }
+    }
+
+    /// Exports it to OpenTelemetry: the error type on `span`, the duration in
+    /// `mcp.{side}.operation.duration`. Nothing when export is off.
+    pub fn export(&self, span: &tracing::Span) {
+        if let Some(e) = &self.error_type {
+            record_error(span, e);
+        }
+        record_duration(
+            self.side,
+            self.method,
+            self.tool.as_deref(),
+            self.error_type.as_deref(),
+            self.took,
+        );
+    }
+}
+
+/// Records one operation's duration in `mcp.{side}.operation.duration` (see [`Measurement`]).
 pub fn record_duration(
     side: Side,
     method: &str,
