@@ -107,6 +107,7 @@ async fn main() {
     for _ in 0..200 {
         bare.call_tool("work", bare_args.clone(), Duration::from_secs(30))
             .await
+            .0
             .unwrap();
         hc.call("work", args.clone()).await;
     }
@@ -118,6 +119,7 @@ async fn main() {
         let t = Instant::now();
         bare.call_tool("work", bare_args.clone(), Duration::from_secs(30))
             .await
+            .0
             .unwrap();
         bare_us.push(t.elapsed().as_secs_f64() * 1e6);
         let t = Instant::now();

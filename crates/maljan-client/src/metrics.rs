@@ -4,6 +4,9 @@
 //!
 //! - `maljan_runtime_calls_total` by server, `maljan_runtime_call_errors_total` by server and
 //!   maljan error code;
+//! - `maljan_runtime_call_duration_seconds` by server: each call sent, from its one measurement
+//!   (`maljan_telemetry::Measurement`, taken by the transport), the record OpenTelemetry's
+//!   `mcp.client.operation.duration` and the ledger's duration come from too;
 //! - `maljan_breaker_rests` by server (times its breaker has rested it), read at scrape time;
 //! - `maljan_upload_bytes_total`: sample bytes handed to servers through put_sample;
 //! - `maljan_queue_depth`: jobs waiting in the queue, when the front end has one.
@@ -13,10 +16,11 @@
 
 use std::sync::atomic::AtomicI64;
 
+use maljan_telemetry::Measurement;
 use prometheus_client::{
     encoding::EncodeLabelSet,
-    metrics::{counter::Counter, family::Family, gauge::Gauge},
-    registry::Registry,
+    metrics::{counter::Counter, family::Family, gauge::Gauge, histogram::Histogram},
+    registry::{Registry, Unit},
 };
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -30,10 +34,17 @@ struct ServerErrorLabel {
     error_code: String,
 }
 
+type DurationFamily = Family<ServerLabel, Histogram, fn() -> Histogram>;
+
+fn histogram() -> Histogram {
+    Histogram::new(maljan_telemetry::BUCKETS)
+}
+
 /// One runtime's counters (the [`crate::Runtime`] owns them).
 pub struct RuntimeMetrics {
     registry: Registry,
     calls: Family<ServerLabel, Counter>,
+    durations: DurationFamily,
     errors: Family<ServerErrorLabel, Counter>,
     rests: Family<ServerLabel, Gauge>,
     upload_bytes: Counter,
@@ -50,6 +61,7 @@ impl Default for RuntimeMetrics {
     fn default() -> Self {
         let mut registry = Registry::default();
         let calls = Family::<ServerLabel, Counter>::default();
+        let durations = DurationFamily::new_with_constructor(histogram);
         let errors = Family::<ServerErrorLabel, Counter>::default();
         let rests = Family::<ServerLabel, Gauge>::default();
         let upload_bytes = Counter::default();
@@ -58,6 +70,12 @@ impl Default for RuntimeMetrics {
             "maljan_runtime_calls",
             "tools/call requests the runtime made, by server",
             calls.clone(),
+        );
+        registry.register_with_unit(
+            "maljan_runtime_call_duration",
+            "how long each tools/call the runtime sent took, by server (mcp.client.operation.duration)",
+            Unit::Seconds,
+            durations.clone(),
         );
         registry.register(
             "maljan_runtime_call_errors",
@@ -82,6 +100,7 @@ impl Default for RuntimeMetrics {
         Self {
             registry,
             calls,
+            durations,
             errors,
             rests,
             upload_bytes,
@@ -91,13 +110,18 @@ impl Default for RuntimeMetrics {
 }
 
 impl RuntimeMetrics {
-    /// One call to `server`, and its error code if it failed.
-    pub fn call(&self, server: &str, error_code: Option<&str>) {
-        self.calls
-            .get_or_create(&ServerLabel {
-                server: server.to_string(),
-            })
-            .inc();
+    /// One call to `server`, its error code if it failed, and its measurement when it was sent
+    /// (a call refused before, by a resting breaker say, has none).
+    pub fn call(&self, server: &str, error_code: Option<&str>, measured: Option<&Measurement>) {
+        let label = ServerLabel {
+            server: server.to_string(),
+        };
+        self.calls.get_or_create(&label).inc();
+        if let Some(m) = measured {
+            self.durations
+                .get_or_create(&label)
+                .observe(m.took.as_secs_f64());
+        }
         if let Some(code) = error_code {
             self.errors
                 .get_or_create(&ServerErrorLabel {
@@ -142,8 +166,15 @@ mod tests {
     #[test]
     fn counts_by_server_and_code() {
         let m = RuntimeMetrics::default();
-        m.call("files", None);
-        m.call("files", Some("no_such_file"));
+        let measured = Measurement {
+            side: maljan_telemetry::Side::Client,
+            method: "tools/call",
+            tool: Some("FA_file_checksum".into()),
+            error_type: None,
+            took: std::time::Duration::from_millis(250),
+        };
+        m.call("files", None, Some(&measured));
+        m.call("files", Some("no_such_file"), None);
         m.uploaded(10);
         m.set_queue_depth(3);
         let text = m.render([("files", 2)]);
@@ -162,6 +193,14 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("maljan_upload_bytes_total 10"), "{text}");
+        assert!(
+            text.contains("maljan_runtime_call_duration_seconds_sum{server=\"files\"} 0.25"),
+            "{text}"
+        );
+        assert!(
+            text.contains("maljan_runtime_call_duration_seconds_count{server=\"files\"} 1"),
+            "{text}"
+        );
         assert!(text.contains("maljan_queue_depth 3"), "{text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
     }

@@ -501,7 +501,8 @@ pub(crate) async fn read_view(
     let manifest = if tools.iter().any(|t| t.name == manifest::CAPABILITIES_TOOL) {
         match conn
             .call_tool(manifest::CAPABILITIES_TOOL, None, budget)
-            .await?
+            .await
+            .0?
         {
             Reply::Result(v) => manifest::parse_manifest(&v).map_err(Some),
             Reply::RpcError { code, message } => Err(Some(format!(

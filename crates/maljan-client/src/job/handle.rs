@@ -3,7 +3,7 @@
 
 use std::{
     path::PathBuf,
-    sync::Arc,
+    sync::{Arc, Mutex},
     time::{Duration, SystemTime},
 };
 
@@ -305,10 +305,19 @@ impl ServerHandle {
         timeout: Duration,
     ) -> Outcome {
         let tool_owned = tool.to_string();
+        // The call's one measurement, taken by the transport (and given to OpenTelemetry there):
+        // the runtime's Prometheus histogram and the ledger's duration are filled from it too.
+        let measured = Mutex::new(None);
+        let slot = &measured;
         let g = self
             .slot
-            .guarded(|conn| async move { conn.call_tool(&tool_owned, arguments, timeout).await })
+            .guarded(|conn| async move {
+                let (result, m) = conn.call_tool(&tool_owned, arguments, timeout).await;
+                *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(m);
+                result
+            })
             .await;
+        let measured = measured.into_inner().unwrap_or_else(|e| e.into_inner());
         if let Some(rest) = &g.rest {
             self.note_rest(rest);
         }
@@ -316,11 +325,14 @@ impl ServerHandle {
             Ok(reply) => read_reply(reply),
             Err(e) => (None, Some(e)),
         };
-        self.job
-            .runtime
-            .metrics()
-            .call(&self.slot.name, error.as_ref().map(|e| e.code.as_str()));
-        (result, error, g.wait, g.duration, g.trial)
+        self.job.runtime.metrics().call(
+            &self.slot.name,
+            error.as_ref().map(|e| e.code.as_str()),
+            measured.as_ref(),
+        );
+        // Not sent (resting, refused, not connected): the time the runtime spent deciding so.
+        let duration = measured.as_ref().map_or(g.duration, |m| m.took);
+        (result, error, g.wait, duration, g.trial)
     }
 }
 

@@ -1,12 +1,13 @@
 //! The two requests the runtime sends on a connection, `tools/list` and `tools/call`, each in an
 //! OpenTelemetry client span (`{method} {tool}`, see maljan-telemetry) with its duration in
-//! `mcp.client.operation.duration`. A call carries its span's `traceparent` in `_meta`, runs
+//! `mcp.client.operation.duration`. A call is measured once, here ([`Measurement`]): the same
+//! record goes up to the runtime's Prometheus histogram and the ledger's duration. A call carries its span's `traceparent` in `_meta`, runs
 //! under one deadline across its input-required rounds (see `input`), and is cancelled on the
 //! server when it times out or its future is dropped.
 
 use std::time::{Duration, Instant};
 
-use maljan_telemetry::Side;
+use maljan_telemetry::{Measurement, Side};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, ClientRequest, RequestMetaObject, ServerResult,
 };
@@ -22,6 +23,8 @@ use crate::transport::PeerRequestOptions;
 enum Round {
     Done(Reply),
     InputRequired(rmcp::model::InputRequiredResult),
+    /// The server runs the call as a task (see `task`).
+    Task(rmcp::model::CreateTaskResult),
 }
 
 impl Connection {
@@ -57,19 +60,20 @@ impl Connection {
         };
         if maljan_telemetry::enabled() {
             let error = result.as_ref().err().map(unanswered_type);
-            finish_span(&span, "tools/list", None, error, started.elapsed());
+            Measurement::since(started, Side::Client, "tools/list", None, error).export(&span);
         }
         result
     }
 
     /// `tools/call` with a deadline. On timeout the request is cancelled on the server
-    /// (`notifications/cancelled`); so is a call whose future is dropped.
+    /// (`notifications/cancelled`); so is a call whose future is dropped. Also the call's one
+    /// measurement, already given to OpenTelemetry.
     pub async fn call_tool(
         &self,
         name: &str,
         arguments: Option<serde_json::Map<String, Value>>,
         timeout: Duration,
-    ) -> Result<Reply, Unanswered> {
+    ) -> (Result<Reply, Unanswered>, Measurement) {
         let span = maljan_telemetry::operation_span(Side::Client, "tools/call", Some(name), None);
         let started = Instant::now();
         let mut params = CallToolRequestParams::new(name.to_string());
@@ -87,14 +91,13 @@ impl Connection {
             .call_rounds(params, started + timeout)
             .instrument(span.clone())
             .await;
-        if maljan_telemetry::enabled() {
-            let error = match &result {
-                Ok(reply) => reply_type(reply),
-                Err(u) => Some(unanswered_type(u)),
-            };
-            finish_span(&span, "tools/call", Some(name), error, started.elapsed());
-        }
-        result
+        let error = match &result {
+            Ok(reply) => reply_type(reply),
+            Err(u) => Some(unanswered_type(u)),
+        };
+        let measured = Measurement::since(started, Side::Client, "tools/call", Some(name), error);
+        measured.export(&span);
+        (result, measured)
     }
 
     async fn call_rounds(
@@ -102,10 +105,12 @@ impl Connection {
         mut params: CallToolRequestParams,
         deadline: Instant,
     ) -> Result<Reply, Unanswered> {
+        let as_task = self.task_eligible(deadline.saturating_duration_since(Instant::now()));
         for _ in 0..input::MAX_INPUT_ROUNDS {
             let left = deadline.saturating_duration_since(Instant::now());
-            match self.call_once(params.clone(), left).await? {
+            match self.call_once(params.clone(), left, as_task).await? {
                 Round::Done(reply) => return Ok(reply),
+                Round::Task(created) => return self.follow_task(created, deadline).await,
                 Round::InputRequired(asked) => match input::answer(asked, self.input_policy) {
                     Ok((responses, state)) => {
                         params.input_responses = responses;
@@ -126,6 +131,7 @@ impl Connection {
         &self,
         params: CallToolRequestParams,
         timeout: Duration,
+        as_task: bool,
     ) -> Result<Round, Unanswered> {
         if timeout.is_zero() {
             return Err(Unanswered::Timeout(timeout));
@@ -133,7 +139,14 @@ impl Connection {
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let handle = self
             .peer
-            .send_request_with_option(request, PeerRequestOptions::with_timeout(timeout))
+            .send_request_with_option(
+                request,
+                if as_task {
+                    Self::task_options(timeout)
+                } else {
+                    PeerRequestOptions::with_timeout(timeout)
+                },
+            )
             .await
             .map_err(|e| self.classify(e));
         let handle = match handle {
@@ -160,6 +173,7 @@ impl Connection {
                 serde_json::to_value(&r).unwrap_or(Value::Null),
             ))),
             Ok(ServerResult::InputRequiredResult(asked)) => Ok(Round::InputRequired(asked)),
+            Ok(ServerResult::CreateTaskResult(created)) if as_task => Ok(Round::Task(created)),
             Ok(other) => Ok(Round::Done(Reply::RpcError {
                 code: -32603,
                 message: format!(
@@ -206,17 +220,4 @@ fn unanswered_type(u: &Unanswered) -> String {
         Unanswered::Unreadable { .. } => "unreadable_answer",
     }
     .into()
-}
-
-fn finish_span(
-    span: &tracing::Span,
-    method: &str,
-    tool: Option<&str>,
-    error: Option<String>,
-    took: Duration,
-) {
-    if let Some(e) = &error {
-        maljan_telemetry::record_error(span, e);
-    }
-    maljan_telemetry::record_duration(Side::Client, method, tool, error.as_deref(), took);
 }
