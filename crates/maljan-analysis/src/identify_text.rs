@@ -1,7 +1,14 @@
 //! Text files for identify_file: encodings (ASCII, UTF-8, UTF-16LE), scripts by shebang or telltale
 //! constructs (PowerShell, VBScript, JavaScript, batch, HTA, Python, shell), HTML and XML.
 
-use crate::identify::FileKind;
+use crate::{
+    identify::FileKind,
+    identify_scripts::{TextClass, classify},
+};
+
+/// How far into a text a program carried in base64 is looked for (a smuggling page's blob
+/// starts after its markup and script).
+const CARRIER_WINDOW: usize = 1 << 20;
 
 pub(crate) fn text_kind(b: &[u8]) -> FileKind {
     let head = &b[..b.len().min(64 * 1024)];
@@ -52,47 +59,66 @@ pub(crate) fn text_kind(b: &[u8]) -> FileKind {
     if let Some(k) = encoded_or_mail(&text, enc) {
         return k;
     }
-    if let Some(lang) = script_language(&text) {
-        return FileKind::new(
+    let carried = carried_executable(&b[..b.len().min(CARRIER_WINDOW)]);
+    let kind = match classify(&text) {
+        Some(TextClass::Script(lang)) => FileKind::new(
             "script",
             format!("{lang} script, {enc} text"),
             "text/plain",
             script_ext(lang),
             Some("strings"),
         )
-        .with("language", lang)
-        .with("encoding", enc);
-    }
-    let lower = text.trim_start().to_ascii_lowercase();
-    if lower.starts_with("<!doctype html") || lower.starts_with("<html") || lower.contains("<body")
-    {
-        return FileKind::new(
+        .with("language", lang),
+        Some(TextClass::Html) => FileKind::new(
             "html",
             format!("HTML document, {enc} text"),
             "text/html",
             "html",
             Some("iocs_from_file"),
+        ),
+        Some(TextClass::Svg) => FileKind::new(
+            "xml",
+            format!("SVG Scalable Vector Graphics image, {enc} text"),
+            "image/svg+xml",
+            "svg",
+            Some("iocs_from_file"),
         )
-        .with("encoding", enc);
-    }
-    if lower.starts_with("<?xml") {
-        return FileKind::new(
+        .with("format", "svg"),
+        Some(TextClass::Xml) => FileKind::new(
             "xml",
             format!("XML document, {enc} text"),
             "text/xml",
             "xml",
             Some("iocs_from_file"),
         )
-        .with("encoding", enc);
+        .with("format", "xml"),
+        Some(TextClass::Sgml) => FileKind::new(
+            "xml",
+            format!("exported SGML document, {enc} text"),
+            "text/sgml",
+            "sgml",
+            Some("iocs_from_file"),
+        )
+        .with("format", "sgml"),
+        None => FileKind::new(
+            "text",
+            format!("{enc} text"),
+            "text/plain",
+            "txt",
+            Some("iocs_from_file"),
+        ),
+    };
+    let kind = kind.with("encoding", enc);
+    match carried {
+        // A page or image is not a program: a program inside it is the first thing to say.
+        Some(what) => {
+            let mut k = kind.with("carries_executable", what);
+            k.description
+                .push_str(&format!(", carrying an executable ({what}, base64)"));
+            k
+        }
+        None => kind,
     }
-    FileKind::new(
-        "text",
-        format!("{enc} text"),
-        "text/plain",
-        "txt",
-        Some("iocs_from_file"),
-    )
-    .with("encoding", enc)
 }
 
 fn script_ext(lang: &str) -> &'static str {
@@ -108,128 +134,69 @@ fn script_ext(lang: &str) -> &'static str {
         "AutoIt" => "au3",
         "Ruby" => "rb",
         "JScript" => "js",
+        "PHP" => "php",
+        "Lua" => "lua",
+        "Tcl" => "tcl",
+        "awk" => "awk",
         _ => "txt",
     }
 }
 
-/// The scripting language of a text, by shebang or by telltale constructs.
+/// The scripting language of a text (shebang, libmagic's rules, the Windows script hosts'
+/// telltale constructs), None for any other text.
 pub fn script_language(text: &str) -> Option<&'static str> {
-    let first = text.lines().next().unwrap_or("").trim();
-    if let Some(shebang) = first.strip_prefix("#!") {
-        let s = shebang.to_ascii_lowercase();
-        return Some(if s.contains("python") {
-            "Python"
-        } else if s.contains("perl") {
-            "Perl"
-        } else if s.contains("node") {
-            "JavaScript"
-        } else if s.contains("pwsh") || s.contains("powershell") {
-            "PowerShell"
-        } else if s.contains("ruby") {
-            "Ruby"
-        } else {
-            "Shell"
-        });
+    match classify(text) {
+        Some(TextClass::Script(lang)) => Some(lang),
+        _ => None,
     }
-    let l = text.to_ascii_lowercase();
-    let score = |words: &[&str]| words.iter().filter(|w| l.contains(*w)).count();
-    let candidates = [
-        ("HTA", score(&["<hta:application"]) * 3),
-        (
-            "PowerShell",
-            score(&[
-                "$env:",
-                "invoke-expression",
-                "iex ",
-                "new-object",
-                "-encodedcommand",
-                "[system.",
-                "write-host",
-                "param(",
-                "$psversiontable",
-                "downloadstring",
-                "-bxor",
-            ]),
-        ),
-        (
-            "VBScript",
-            score(&[
-                "createobject(",
-                "wscript.",
-                "dim ",
-                "end sub",
-                "end function",
-                "on error resume next",
-                "chr(",
-            ]),
-        ),
-        (
-            "JavaScript",
-            score(&[
-                "function(",
-                "function ",
-                "var ",
-                "activexobject",
-                "eval(",
-                "document.",
-                "=>",
-                "const ",
-                "let ",
-            ]),
-        ),
-        (
-            "Batch",
-            score(&[
-                "@echo off",
-                "%~dp0",
-                "goto ",
-                "setlocal",
-                "set /a",
-                "%comspec%",
-            ]) * 2,
-        ),
-        ("Python", score(&["import ", "def ", "__name__", "print("])),
-        (
-            "Perl",
-            score(&["use strict;", "my $", "use warnings;", "=~ "]),
-        ),
-        (
-            "Ruby",
-            score(&[
-                "require '",
-                "require \"",
-                "require_relative",
-                "puts ",
-                " do |",
-                "attr_accessor",
-                "elsif ",
-                "def self.",
-                "end\nend",
-            ]),
-        ),
-        (
-            "AutoIt",
-            score(&[
-                "#include <",
-                "#notrayicon",
-                "endfunc",
-                "autoitsetoption",
-                "@scriptdir",
-                "dllcall(",
-            ]) * 2,
-        ),
-    ];
-    let (lang, best) = candidates.iter().copied().max_by_key(|(_, s)| *s)?;
-    // Windows Script Host's JavaScript is JScript.
-    if lang == "JavaScript" && score(&["activexobject", "wscript."]) > 0 {
-        return Some("JScript");
+}
+
+/// "pe" or "elf" when the text holds a base64 run (a `data:` URI, a script's string, an SVG's
+/// `href`) that decodes to a program: HTML smuggling and its SVG twin. The run is found by the
+/// base64 of the program's magic ("MZ" → `TV[o-r]`, "\x7FELF" → `f0VMR`) after a character that
+/// cannot be base64, and only its first 4 KiB are decoded.
+fn carried_executable(b: &[u8]) -> Option<&'static str> {
+    use base64::Engine;
+    let is_b64 = |c: u8| c.is_ascii_alphanumeric() || c == b'+' || c == b'/';
+    for (needle, what) in [(&b"TV"[..], "pe"), (b"f0VMR", "elf")] {
+        for at in memchr::memmem::find_iter(b, needle) {
+            if at > 0 && is_b64(b[at - 1]) {
+                continue;
+            }
+            let run: Vec<u8> = b[at..]
+                .iter()
+                .copied()
+                .take_while(|&c| is_b64(c) || c == b'=' || c == b'\n' || c == b'\r')
+                .filter(|c| is_b64(*c))
+                .take(4096)
+                .collect();
+            if run.len() < 64 {
+                continue;
+            }
+            let run = &run[..run.len() / 4 * 4];
+            let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(run) else {
+                continue;
+            };
+            let program = match what {
+                "pe" => {
+                    crate::identify::pe_header_offset(&bytes).is_some()
+                        || (bytes.starts_with(b"MZ")
+                            && memchr::memmem::find(&bytes, b"This program cannot be run")
+                                .is_some())
+                }
+                _ => bytes.starts_with(b"\x7FELF"),
+            };
+            if program {
+                return Some(what);
+            }
+        }
     }
-    (best >= 2).then_some(lang)
+    None
 }
 
 /// Mail (RFC 822 / MIME, mbox) and encoded blobs (uuencode, BinHex, base64, hex).
 fn encoded_or_mail(text: &str, enc: &str) -> Option<FileKind> {
-    let head: &str = &text[..text.len().min(16 * 1024)];
+    let head: &str = &text[..text.floor_char_boundary(16 * 1024)];
     let first = head.lines().next().unwrap_or("");
     if first.starts_with("(This file must be converted with BinHex") {
         return Some(FileKind::new(

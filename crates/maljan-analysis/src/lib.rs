@@ -32,6 +32,8 @@ pub mod external;
 pub mod hashes;
 pub mod identify;
 mod identify_formats;
+mod identify_media;
+mod identify_scripts;
 mod identify_text;
 pub mod ioc_judge;
 mod ioc_places;
