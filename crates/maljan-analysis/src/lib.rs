@@ -46,6 +46,7 @@ mod members_formats;
 mod members_html;
 pub mod members_mail;
 mod members_rar;
+pub mod members_tnef;
 mod members_zip;
 pub mod ole;
 mod pdf;

@@ -47,6 +47,14 @@ pub(crate) fn read(b: &[u8], c: &mut Collector) -> String {
             "cpio".into()
         }
         "email" | "mbox" => crate::members_mail::mail(b, c, &kind),
+        "tnef" => {
+            crate::members_tnef::tnef(b, c);
+            "tnef".into()
+        }
+        "binhex" => {
+            crate::members_tnef::binhex(b, c);
+            "binhex".into()
+        }
         "uuencode" => {
             crate::members_mail::uuencoded(b, c);
             "uuencode".into()

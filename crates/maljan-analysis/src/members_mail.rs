@@ -1,6 +1,6 @@
 //! The text-borne and document-borne containers of `extract_members`: mail (MIME attachments in
 //! base64 / quoted-printable and nested messages through mail-parser; uuencoded blocks, which
-//! mail-parser leaves in the body, by hand), mbox, cpio (newc / crc / odc), RTF `\objdata`
+//! mail-parser leaves in the body, by hand; BinHex bodies through [`crate::members_tnef`]), mbox, cpio (newc / crc / odc), RTF `\objdata`
 //! objects, OLE2 `Ole10Native` packages and PDF embedded files. The hand-written decoders are
 //! small, bounded and property-tested (tests/hostile_members.rs).
 
@@ -41,6 +41,9 @@ pub(crate) fn mail(b: &[u8], c: &mut Collector, kind: &str) -> String {
     for i in 0.. {
         let Some(body) = msg.body_text(i) else { break };
         uuencoded(body.as_bytes(), c);
+        if body.contains("(This file must be converted with BinHex") {
+            crate::members_tnef::binhex(body.as_bytes(), c);
+        }
     }
     "email".into()
 }

@@ -1,5 +1,5 @@
 //! Hostile input to member extraction: the parsers written here (cpio, uuencode, RTF `\objdata`,
-//! OLE1 and Ole10Native headers) on random bytes and on valid containers with bytes flipped or cut
+//! OLE1 and Ole10Native headers, TNEF, BinHex) on random bytes and on valid containers with bytes flipped or cut
 //! must not panic (they run outside any containment) and never point outside their input; the
 //! whole extraction on anything stays within its limits and contains library panics.
 
@@ -9,6 +9,7 @@ use maljan_analysis::{
     common::contained_panics,
     members::{Limits, extract},
     members_mail::{cpio_entries, ole1_native, ole10_native, rtf_objdata, uudecode_all},
+    members_tnef::{binhex_decode, tnef_attachments},
 };
 use proptest::prelude::*;
 
@@ -42,8 +43,28 @@ fn newc(name: &str, data: &[u8]) -> Vec<u8> {
     h
 }
 
+/// A winmail.dat with one attachment (rendering, title, data), for mutation.
+fn tnef_seed() -> Vec<u8> {
+    let mut t = 0x223E_9F78u32.to_le_bytes().to_vec();
+    t.extend_from_slice(&[1, 0]);
+    for (id, data) in [
+        (0x0006_9002u32, &[1u8, 0, 0, 0][..]),
+        (0x0001_8010, b"A.EXE\0"),
+        (0x0006_800F, b"MZ\x90\0payload"),
+    ] {
+        t.push(2);
+        t.extend_from_slice(&id.to_le_bytes());
+        t.extend_from_slice(&(data.len() as u32).to_le_bytes());
+        t.extend_from_slice(data);
+        t.extend_from_slice(&[0, 0]);
+    }
+    t
+}
+
 fn seeds() -> Vec<Vec<u8>> {
     vec![
+        tnef_seed(),
+        b"(This file must be converted with BinHex 4.0)\n:#'CTE'8ZG(Kd!&4&@&4dG(Kd!!!!!!'!!!!!!!:".to_vec(),
         [newc("a.exe", &corpus::pe()), newc("b.txt", b"hello")].concat(),
         b"begin 644 cat.txt\n#0V%T\n`\nend\n".to_vec(),
         b"{\\rtf1{\\object{\\*\\objdata 0105000002000000080000005061636b616765000000000000000000040000004d5a9000}}}".to_vec(),
@@ -95,6 +116,11 @@ proptest! {
         }
         if let Some((_, data)) = ole10_native(&b) {
             prop_assert!(data.len() <= b.len());
+        }
+        let attached: usize = tnef_attachments(&b).iter().map(|a| a.data.len()).sum();
+        prop_assert!(attached <= b.len());
+        if let Some((_, data, rsrc)) = binhex_decode(&b) {
+            prop_assert!(data.len() + rsrc.len() <= b.len() * 128);
         }
     }
 
