@@ -5,58 +5,15 @@
 //! in its own copy of the same tree, and compares the answer and the bytes left on disk.
 
 mod common;
+#[path = "common/differential.rs"]
+mod differential;
 #[path = "common/peers.rs"]
 mod peers;
 
-use std::{path::Path, process::Command};
+use std::path::Path;
 
-use common::Harness;
-use peers::peer;
+use differential::{automation_file, read, trees, under};
 use serde_json::{Value, json};
-
-/// Runs `action(**args)` through automation-file's executor registry in `dir`; its JSON answer.
-fn automation_file(dir: &Path, action: &str, args: &Value) -> Value {
-    let script = "import json, sys\n\
-        from automation_file import executor\n\
-        action, args = sys.argv[1], json.loads(sys.argv[2])\n\
-        print(json.dumps(executor.registry.event_dict[action](**args)))";
-    let out = Command::new(peer("MALJAN_PY"))
-        .args(["-c", script, action, &args.to_string()])
-        .current_dir(dir)
-        .output()
-        .expect("the peers venv's python runs");
-    assert!(
-        out.status.success(),
-        "automation-file {action} {args} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-/// Two identical trees (maljan's and automation-file's) holding `files`.
-fn trees(files: &[(&str, &[u8])]) -> (Harness, tempfile::TempDir) {
-    let mine = Harness::new();
-    let theirs = tempfile::tempdir().unwrap();
-    for (name, bytes) in files {
-        mine.write(name, bytes);
-        std::fs::write(theirs.path().join(name), bytes).unwrap();
-    }
-    (mine, theirs)
-}
-
-/// `args` with each of `paths` made absolute under `root`.
-fn under(root: &Path, args: &Value, paths: &[&str]) -> Value {
-    let mut args = args.clone();
-    for key in paths {
-        let rel = args[*key].as_str().unwrap().to_string();
-        args[*key] = json!(root.join(rel).to_string_lossy());
-    }
-    args
-}
-
-fn read(root: &Path, name: &str) -> Vec<u8> {
-    std::fs::read(root.join(name)).unwrap()
-}
 
 #[tokio::test]
 async fn sed_replace_takes_look_around_and_back_references_as_python_does() {
