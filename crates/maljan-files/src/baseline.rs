@@ -150,6 +150,42 @@ pub(crate) fn iso(t: std::time::SystemTime) -> String {
     chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339()
 }
 
+/// A file time as automation-file records it, `datetime.fromtimestamp(st_mtime, utc).isoformat()`:
+/// the float seconds Python's stat gives, rounded half-even to the microsecond, the fraction
+/// left out when it is zero. Written the same way, either's baseline verifies the other's tree.
+pub(crate) fn python_timestamp(t: std::time::SystemTime) -> String {
+    let (secs, nanos) = match t.duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => (d.as_secs() as i64, d.subsec_nanos()),
+        Err(e) => {
+            let d = e.duration();
+            let (s, n) = (d.as_secs() as i64, d.subsec_nanos());
+            if n == 0 {
+                (-s, 0)
+            } else {
+                (-s - 1, 1_000_000_000 - n)
+            }
+        }
+    };
+    // CPython's stat: sec + nsec * 1e-9 as a double; then fromtimestamp's ROUND_HALF_EVEN.
+    let float = secs as f64 + f64::from(nanos) * 1e-9;
+    let whole = float.floor();
+    let mut micros = ((float - whole) * 1e6).round_ties_even() as i64;
+    let mut whole = whole as i64;
+    if micros >= 1_000_000 {
+        whole += 1;
+        micros -= 1_000_000;
+    }
+    let Some(at) = chrono::DateTime::<chrono::Utc>::from_timestamp(whole, micros as u32 * 1000)
+    else {
+        return iso(t);
+    };
+    if micros == 0 {
+        at.format("%Y-%m-%dT%H:%M:%S+00:00").to_string()
+    } else {
+        at.format("%Y-%m-%dT%H:%M:%S%.6f+00:00").to_string()
+    }
+}
+
 fn now() -> String {
     chrono::Utc::now().to_rfc3339()
 }
@@ -177,7 +213,7 @@ fn take(
         let Ok(meta) = file.metadata() else {
             continue;
         };
-        let modified_at = meta.modified().ok().map(iso);
+        let modified_at = meta.modified().ok().map(python_timestamp);
         let known = trusted.and_then(|t| t.get(&f.rel)).filter(|e| {
             e.size == Some(meta.len())
                 && e.modified_at.is_some()
@@ -231,16 +267,45 @@ pub(crate) fn load_baseline(
             Ok(text)
         })
         .map_err(|e| e.with_remediation("create the baseline first with FA_integrity_baseline"))?;
-    serde_json::from_str(&text).map_err(|e| {
+    let not_a_baseline = |e: String| {
         ToolError::unsupported_format(format!("{given} is not an integrity baseline: {e}"))
-    })
+    };
+    let document: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| not_a_baseline(e.to_string()))?;
+    // automation-file's manifest: schema version 2; a document without one is read as the
+    // earlier form, and any other version refused so a newer document is never half-understood.
+    match document.get(SCHEMA_KEY) {
+        None => {}
+        Some(v) if *v == serde_json::json!(MANIFEST_VERSION) => {}
+        Some(v) => {
+            return Err(not_a_baseline(format!(
+                "its manifest schema version is {v}; this release reads version {MANIFEST_VERSION}"
+            )));
+        }
+    }
+    serde_json::from_value(document).map_err(|e| not_a_baseline(e.to_string()))
 }
+
+/// The key and version of automation-file's baseline manifest.
+const SCHEMA_KEY: &str = "schema_version";
+const MANIFEST_VERSION: u64 = 2;
 
 fn store(c: &Config, snapshot: &Snapshot, path: &Path, given: &str) -> Result<(), ToolError> {
     if let Some(parent) = path.parent() {
         c.roots.create_dir_all(parent, given)?;
     }
-    let text = serde_json::to_string_pretty(snapshot)
+    // Written as automation-file's manifest, so either can verify the other's baseline.
+    let mut document =
+        serde_json::Map::from_iter([(SCHEMA_KEY.to_string(), MANIFEST_VERSION.into())]);
+    match serde_json::to_value(snapshot) {
+        Ok(serde_json::Value::Object(fields)) => document.extend(fields),
+        other => {
+            return Err(ToolError::tool_failed(format!(
+                "cannot write the baseline: {other:?}"
+            )));
+        }
+    }
+    let text = serde_json::to_string_pretty(&document)
         .map_err(|e| ToolError::tool_failed(e.to_string()))?;
     c.write_atomic(path, given, text.as_bytes())
 }
@@ -430,7 +495,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
         move |ctx: ToolContext, a: SnapshotArgs| {
             let c = c.clone();
             async move {
-                let algorithm = Algorithm::parse(&a.algorithm)?;
+                let algorithm = Algorithm::for_integrity(&a.algorithm)?;
                 let root = c.existing_dir(local(&a.target))?;
                 blocking(move || Ok(take(&c.roots, &root, algorithm, None, &|| ctx.is_cancelled())?.0)).await
             }
@@ -462,7 +527,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                     let base = load_baseline(&c.roots, &baseline, &a.baseline)?;
                     Algorithm::parse(&base.algorithm)?
                 } else {
-                    Algorithm::parse(&a.algorithm)?
+                    Algorithm::for_integrity(&a.algorithm)?
                 };
                 blocking(move || {
                     let (snap, _) = take(&c.roots, &root, algorithm, None, &|| ctx.is_cancelled())?;
@@ -504,4 +569,26 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             }
         },
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::python_timestamp;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn file_times_are_written_as_python_writes_them() {
+        let at = |s: u64, n: u32| python_timestamp(UNIX_EPOCH + Duration::new(s, n));
+        assert_eq!(at(1_700_000_000, 0), "2023-11-14T22:13:20+00:00");
+        assert_eq!(
+            at(1_700_000_000, 123_456_000),
+            "2023-11-14T22:13:20.123456+00:00"
+        );
+        // Python rounds the float seconds to the microsecond rather than truncating.
+        assert_eq!(
+            at(1_700_000_000, 470_979_900),
+            "2023-11-14T22:13:20.470980+00:00"
+        );
+        assert_eq!(at(1_700_000_000, 999_999_900), "2023-11-14T22:13:21+00:00");
+    }
 }

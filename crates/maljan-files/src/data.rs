@@ -246,6 +246,13 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 let target = c.target(&a.target)?;
                 blocking(move || {
                     let (header, mut rdr) = read_csv(&src, &a.src, &a.encoding, delim)?;
+                    if header.is_empty() {
+                        return Err(ToolError::bad_argument(format!(
+                            "{} has no header row",
+                            a.src
+                        ))
+                        .with_remediation("give a CSV whose first line names its columns"));
+                    }
                     let col = |name: &str| header.iter().position(|h| h == name);
                     let keep: Vec<usize> = match &a.columns {
                         Some(cols) => {
@@ -275,8 +282,10 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                         )),
                         _ => None,
                     };
+                    // Python's csv writer ends rows with \r\n.
                     let mut w = csv::WriterBuilder::new()
                         .delimiter(delim)
+                        .terminator(csv::Terminator::CRLF)
                         .from_writer(Vec::new());
                     w.write_record(keep.iter().map(|&i| header[i].as_str()))
                         .map_err(csv_err(&a.target))?;
@@ -324,7 +333,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                     let mut rows = 0u64;
                     for rec in rdr.records() {
                         let rec = rec.map_err(csv_err(&a.src))?;
-                        let obj: Map<String, Value> = header
+                        let mut obj: Map<String, Value> = header
                             .iter()
                             .enumerate()
                             .map(|(i, h)| {
@@ -334,7 +343,13 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                                 )
                             })
                             .collect();
-                        out.push_str(&Value::Object(obj).to_string());
+                        // A row longer than the header keeps its extra cells, as Python's
+                        // DictReader does under the key None (which json.dumps writes "null").
+                        if rec.len() > header.len() {
+                            let extra = rec.iter().skip(header.len()).map(Value::from).collect();
+                            obj.insert("null".into(), Value::Array(extra));
+                        }
+                        out.push_str(&python_json(&Value::Object(obj)));
                         out.push('\n');
                         rows += 1;
                     }
@@ -408,9 +423,12 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
             let c = c.clone();
             async move {
                 let path = c.target(&a.path)?;
-                let line = format!("{}\n", Value::Object(a.record));
+                let line = format!("{}\n", python_json(&Value::Object(a.record)));
                 let bytes = encode_text(&line, &a.encoding, "strict")?;
                 blocking(move || {
+                    if let Some(parent) = path.parent() {
+                        c.roots.create_dir_all(parent, &a.path)?;
+                    }
                     let mut f = c.roots.create_file(&path, &a.path, Create::Append)?;
                     f.write_all(&bytes).map_err(io_err(&a.path))?;
                     Ok(ChangedOut {
@@ -526,11 +544,43 @@ fn write_rows(
     encoding: &str,
     rows: u64,
 ) -> Result<RowsOut, ToolError> {
+    if let Some(parent) = target.parent() {
+        c.roots.create_dir_all(parent, given)?;
+    }
     c.write_atomic(target, given, &encode_text(text, encoding, "strict")?)?;
     Ok(RowsOut {
         target: show(target),
         rows,
     })
+}
+
+/// JSON as Python's `json.dumps(value, ensure_ascii=False)` writes it: `", "` between items and
+/// `": "` after a key, so a line appended by maljan reads like one automation-file appended.
+pub(crate) fn python_json(value: &Value) -> String {
+    struct Spaced;
+    impl serde_json::ser::Formatter for Spaced {
+        fn begin_array_value<W: ?Sized + Write>(
+            &mut self,
+            w: &mut W,
+            first: bool,
+        ) -> std::io::Result<()> {
+            if first { Ok(()) } else { w.write_all(b", ") }
+        }
+        fn begin_object_key<W: ?Sized + Write>(
+            &mut self,
+            w: &mut W,
+            first: bool,
+        ) -> std::io::Result<()> {
+            if first { Ok(()) } else { w.write_all(b", ") }
+        }
+        fn begin_object_value<W: ?Sized + Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+            w.write_all(b": ")
+        }
+    }
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, Spaced);
+    serde::Serialize::serialize(value, &mut ser).expect("a JSON value serializes");
+    String::from_utf8(out).expect("serde_json writes UTF-8")
 }
 
 /// automation-file's `limit: int | None`: absent means all, a negative number is refused.

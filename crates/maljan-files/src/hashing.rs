@@ -37,6 +37,23 @@ impl Algorithm {
             })
     }
 
+    /// An algorithm an integrity baseline may be made with: collision-resistant ones only, as
+    /// automation-file's `checked_algorithm` says (md5 or sha1 would let a file be swapped for
+    /// another with the same digest unnoticed).
+    pub(crate) fn for_integrity(name: &str) -> Result<Self, ToolError> {
+        const STRONG: [&str; 3] = ["sha256", "sha512", "blake2b"];
+        let algorithm = Self::parse(name)?;
+        if STRONG.contains(&algorithm.0) {
+            return Ok(algorithm);
+        }
+        Err(ToolError::bad_argument(format!(
+            "{} is refused for integrity checks: it is not collision-resistant, so a file can be \
+             replaced by another with the same digest and the change goes unnoticed",
+            algorithm.0
+        ))
+        .with_remediation(format!("use one of {}", STRONG.join(", "))))
+    }
+
     pub(crate) fn name(self) -> &'static str {
         self.0
     }

@@ -187,7 +187,13 @@ fn write_tar<W: Write>(
         let Ok(rel) = entry.path().strip_prefix(src) else {
             continue;
         };
-        let member = name.join(rel);
+        // Joining an empty path adds a separator: the archive of one file would hold "a.txt/",
+        // which tar lists as a directory.
+        let member = if rel.as_os_str().is_empty() {
+            name.clone()
+        } else {
+            name.join(rel)
+        };
         let ft = entry.file_type();
         let mut header = tar::Header::new_gnu();
         if ft.is_file() {

@@ -119,8 +119,15 @@ struct LinesOut {
 /// Lines as Python counts them: a final newline adds no line.
 fn count_lines(path: &Path, raw: &[u8], encoding: &str) -> Result<LinesOut, ToolError> {
     let text = decode_text(raw, encoding, "strict")?;
-    let mut lines = text.bytes().filter(|&b| b == b'\n').count() as u64;
-    if !text.is_empty() && !text.ends_with('\n') {
+    // Python reads text files with universal newlines: \n, \r\n and a lone \r each end a line.
+    let bytes = text.as_bytes();
+    let ends = bytes
+        .iter()
+        .enumerate()
+        .filter(|&(i, &b)| b == b'\n' || (b == b'\r' && bytes.get(i + 1) != Some(&b'\n')))
+        .count();
+    let mut lines = ends as u64;
+    if !text.is_empty() && !text.ends_with(['\n', '\r']) {
         lines += 1;
     }
     Ok(LinesOut {
@@ -300,7 +307,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
     reg.add(
         ToolMeta::new(
             "FA_line_count",
-            "Count the lines of a text file (a final newline adds no line).",
+            "Count the lines of a text file (\\n, \\r\\n or a lone \\r ends a line, as Python reads text; a final line end adds no line).",
         )
         .timeout_s(300),
         move |ctx: ToolContext, a: LineCountArgs| {

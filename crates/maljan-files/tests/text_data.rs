@@ -382,7 +382,8 @@ async fn csv_and_jsonl() {
     assert_eq!(h.call("FA_csv_filter", args).await.unwrap()["rows"], 2);
     assert_eq!(
         std::fs::read_to_string(h.path("oslo.csv")).unwrap(),
-        "age,name\n31,ann\n25,cid\n"
+        // Python's csv writer ends rows with \r\n.
+        "age,name\r\n31,ann\r\n25,cid\r\n"
     );
     let args = json!({"src": "p.csv", "target": "x.csv", "columns": ["nope"]});
     assert_eq!(
