@@ -195,6 +195,23 @@ pub struct ServerConfig {
     /// tool is still `no_such_tool`. Off unless set.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub send_unchecked_arguments: bool,
+    /// A call whose timeout (the tool's `timeout_s` plus the margin, else the default) is at least
+    /// this many seconds is offered as a task (MCP tasks extension) to a server that declares
+    /// `io.modelcontextprotocol/tasks`, and polled to its end; see `transport::task`. Absent: 60.
+    /// A negative value: never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_threshold_s: Option<f64>,
+}
+
+impl ServerConfig {
+    /// The shortest call offered as a task (`task_threshold_s`); None: never.
+    pub fn task_threshold(&self) -> Option<Duration> {
+        match self.task_threshold_s {
+            None => Some(Duration::from_secs(60)),
+            Some(s) if s.is_finite() && s >= 0.0 => Some(Duration::from_secs_f64(s)),
+            Some(_) => None,
+        }
+    }
 }
 
 /// `pin_sample`: on or off, or on with the argument's name.

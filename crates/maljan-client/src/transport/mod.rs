@@ -15,7 +15,8 @@
 //! `initialize` handshake for an older server. rmcp's per-connection response cache honours a list
 //! result's `ttlMs`/`cacheScope` (the connection is the server's, kept across jobs), so a job
 //! reads the tool list from the server only once it has expired. `call` sends `tools/call` with
-//! `traceparent` in `_meta` and answers `input_required` by the policy in `input`.
+//! `traceparent` in `_meta` and answers `input_required` by the policy in `input`; a long call to
+//! a server that offers tasks is offered as one and polled to its end (see `task`).
 
 mod call;
 mod discover;
@@ -24,6 +25,7 @@ mod lines;
 pub mod oauth;
 mod sse;
 pub mod stdio;
+mod task;
 
 use std::{
     path::{Path, PathBuf},
@@ -187,6 +189,10 @@ pub struct Connection {
     /// What a stdio server sent that no call could take (see `lines`).
     faults: Option<Arc<lines::Faults>>,
     dead: AtomicBool,
+    /// The shortest call offered as a task (the entry's `task_threshold_s`); None: never.
+    task_threshold: Option<Duration>,
+    /// Calls the server ran as tasks (see `task`).
+    tasks_followed: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Connection {
@@ -265,6 +271,15 @@ fn install_tls_provider() {
 
 /// Connects and performs the handshake, within `opts.timeout`.
 pub async fn connect(cfg: &ServerConfig, opts: &ConnectOptions) -> Result<Connection, Unanswered> {
+    let mut conn = connect_by_transport(cfg, opts).await?;
+    conn.task_threshold = cfg.task_threshold();
+    Ok(conn)
+}
+
+async fn connect_by_transport(
+    cfg: &ServerConfig,
+    opts: &ConnectOptions,
+) -> Result<Connection, Unanswered> {
     match cfg.transport {
         TransportKind::Stdio => connect_stdio(cfg, opts).await,
         TransportKind::StreamableHttp => connect_streamable(cfg, opts).await,
@@ -353,6 +368,8 @@ fn finish(service: RunningService<RoleClient, input::Unattended>, via: Via) -> C
         stderr: None,
         faults: None,
         dead: AtomicBool::new(false),
+        task_threshold: None,
+        tasks_followed: Default::default(),
     }
 }
 
