@@ -44,6 +44,7 @@ mod macho_parts;
 pub mod members;
 mod members_formats;
 mod members_html;
+pub mod members_iso;
 pub mod members_mail;
 mod members_rar;
 pub mod members_tnef;

@@ -47,6 +47,10 @@ pub(crate) fn read(b: &[u8], c: &mut Collector) -> String {
             "cpio".into()
         }
         "email" | "mbox" => crate::members_mail::mail(b, c, &kind),
+        "iso9660" => {
+            crate::members_iso::iso(b, c);
+            "iso9660".into()
+        }
         "tnef" => {
             crate::members_tnef::tnef(b, c);
             "tnef".into()

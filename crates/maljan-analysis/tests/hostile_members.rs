@@ -1,5 +1,5 @@
 //! Hostile input to member extraction: the parsers written here (cpio, uuencode, RTF `\objdata`,
-//! OLE1 and Ole10Native headers, TNEF, BinHex) on random bytes and on valid containers with bytes flipped or cut
+//! OLE1 and Ole10Native headers, TNEF, BinHex, ISO 9660) on random bytes and on valid containers with bytes flipped or cut
 //! must not panic (they run outside any containment) and never point outside their input; the
 //! whole extraction on anything stays within its limits and contains library panics.
 
@@ -8,6 +8,7 @@ mod corpus;
 use maljan_analysis::{
     common::contained_panics,
     members::{Limits, extract},
+    members_iso::iso_files,
     members_mail::{cpio_entries, ole1_native, ole10_native, rtf_objdata, uudecode_all},
     members_tnef::{binhex_decode, tnef_attachments},
 };
@@ -61,8 +62,39 @@ fn tnef_seed() -> Vec<u8> {
     t
 }
 
+/// An ISO 9660 image: a primary volume whose root (sector 18) holds itself and one file.
+fn iso_seed() -> Vec<u8> {
+    let rec = |lba: u32, len: u32, flags: u8, name: &[u8]| {
+        let mut r = vec![0u8; 33];
+        r[2..6].copy_from_slice(&lba.to_le_bytes());
+        r[10..14].copy_from_slice(&len.to_le_bytes());
+        r[25] = flags;
+        r[32] = name.len() as u8;
+        r.extend_from_slice(name);
+        r[0] = r.len() as u8;
+        r
+    };
+    let mut iso = vec![0u8; 19 * 2048];
+    let pvd = 16 * 2048;
+    iso[pvd] = 1;
+    iso[pvd + 1..pvd + 6].copy_from_slice(b"CD001");
+    let root = rec(18, 2048, 2, &[0]);
+    iso[pvd + 156..pvd + 156 + root.len()].copy_from_slice(&root);
+    iso[17 * 2048] = 255;
+    iso[17 * 2048 + 1..17 * 2048 + 6].copy_from_slice(b"CD001");
+    let dir = [
+        rec(18, 2048, 2, &[0]),
+        rec(18, 2048, 2, b"LOOP"),
+        rec(0, 300, 0, b"A.EXE;1"),
+    ]
+    .concat();
+    iso[18 * 2048..18 * 2048 + dir.len()].copy_from_slice(&dir);
+    iso
+}
+
 fn seeds() -> Vec<Vec<u8>> {
     vec![
+        iso_seed(),
         tnef_seed(),
         b"(This file must be converted with BinHex 4.0)\n:#'CTE'8ZG(Kd!&4&@&4dG(Kd!!!!!!'!!!!!!!:".to_vec(),
         [newc("a.exe", &corpus::pe()), newc("b.txt", b"hello")].concat(),
@@ -116,6 +148,9 @@ proptest! {
         }
         if let Some((_, data)) = ole10_native(&b) {
             prop_assert!(data.len() <= b.len());
+        }
+        for f in iso_files(&b, 1000) {
+            prop_assert!(f.data.start <= f.data.end && f.data.end <= b.len());
         }
         let attached: usize = tnef_attachments(&b).iter().map(|a| a.data.len()).sum();
         prop_assert!(attached <= b.len());
