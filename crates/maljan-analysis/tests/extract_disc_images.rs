@@ -103,7 +103,7 @@ fn image(
     end[156] = 0;
     iso.extend(end);
     iso.resize(root_lba as usize * SECTOR, 0);
-    let mut sector = |data: &[u8], iso: &mut Vec<u8>| {
+    let sector = |data: &[u8], iso: &mut Vec<u8>| {
         let at = iso.len();
         iso.extend_from_slice(data);
         iso.resize(at + (data.len().div_ceil(SECTOR).max(1)) * SECTOR, 0);
