@@ -11,6 +11,7 @@ mod login_cmd;
 mod queue_cmds;
 mod report_file;
 mod serve;
+mod serve_jobs;
 mod show;
 mod worker_metrics;
 
@@ -55,7 +56,8 @@ enum Command {
     /// Analyse a sample (or many: files and folders) with every configured tool server and write
     /// a report for each (the main job).
     Analyze(analyze::AnalyzeArgs),
-    /// Serve a built-in tool server over stdio (default) or streamable HTTP (--http ADDR).
+    /// Serve a built-in tool server over stdio (default) or streamable HTTP (--http ADDR):
+    /// files, analysis, or jobs (maljan's whole analysis as tools for other agents).
     // `--version` here is the server's version in serverInfo (as hosts copy it from
     // automation-file's command), not maljan's: the flag clap would propagate is turned off.
     #[command(disable_version_flag = true)]
@@ -100,9 +102,9 @@ fn main() -> std::process::ExitCode {
     init_logging();
     // A stdio server answers one client over one pipe: a single runtime thread serves it with no
     // cross-thread wake-ups per message (blocking work still goes to the blocking pool). Everything
-    // else — HTTP serving, the client runtime — gets a worker per core.
+    // else — HTTP serving, the client runtime (the jobs server runs it) — gets a worker per core.
     let runtime = match &cli.command {
-        Command::Serve(args) if args.http.is_none() => {
+        Command::Serve(args) if args.http.is_none() && args.server != serve::BuiltIn::Jobs => {
             tokio::runtime::Builder::new_current_thread()
         }
         _ => tokio::runtime::Builder::new_multi_thread(),

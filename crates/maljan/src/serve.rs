@@ -1,4 +1,4 @@
-//! `maljan serve files|analysis` and `maljan tools files|analysis`.
+//! `maljan serve files|analysis|jobs` and `maljan tools files|analysis|jobs`.
 
 use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc};
 
@@ -14,6 +14,10 @@ pub enum BuiltIn {
     Files,
     /// Static analysis of a sample file.
     Analysis,
+    /// maljan's whole analysis job, for other agents: analyze_sample (the verdict with its
+    /// evidence), get_report, list_jobs, cancel_job, on the same pipeline, queue and database
+    /// as `maljan analyze` and the console.
+    Jobs,
 }
 
 impl BuiltIn {
@@ -21,6 +25,7 @@ impl BuiltIn {
         match self {
             BuiltIn::Files => "maljan-files",
             BuiltIn::Analysis => "maljan-analysis",
+            BuiltIn::Jobs => "maljan-jobs",
         }
     }
 }
@@ -93,6 +98,8 @@ pub struct PolicyArgs {
     pub work_dir: Option<PathBuf>,
     #[command(flatten)]
     pub semantic: SemanticArgs,
+    #[command(flatten)]
+    pub jobs: crate::serve_jobs::JobsArgs,
 }
 
 /// What automation-file's semantic tools (file_read, file_write, storage_copy, pipeline_run,
@@ -180,7 +187,27 @@ fn narrow_semantic(registry: &mut Registry, args: &SemanticArgs) -> anyhow::Resu
     Ok(())
 }
 
+/// What `maljan serve --help` says of each server beyond its flags.
+const SERVE_HELP: &str = "\
+files     the FA_* actions of automation-file and its semantic tools, confined to --root.
+analysis  static analysis of one sample file (identify_file, hashes, strings, iocs, pe/elf/macho
+          info, archive_list, document_info, yara_scan, ...), confined to --root.
+jobs      maljan's whole analysis job as tools for other agents (Claude Code, Claude Desktop, any
+          MCP host), on the same pipeline, queue and database as `maljan analyze` and the console:
+            analyze_sample  path (under --root, or what put_sample returned over --http),
+                            servers, agent, depth, wait -> the verdict with its evidence and
+                            the job id; progress notifications while it runs; a task for a host
+                            that declares the tasks extension
+            get_report      job_id, format md|json, offset/limit or cursor -> one page
+            list_jobs       status, limit, page or cursor -> the jobs, newest first
+            cancel_job      job_id
+          Limits: --max-sample-bytes, --max-depth, --max-running, --max-waiting; the model and
+          servers from --config (default: MALJAN_CONFIG, else the data directory's config.toml,
+          else the built-in servers, offline). The sample's folder is never written to.
+          Claude Code: `claude mcp add maljan -- maljan serve jobs --root ~/samples`.";
+
 #[derive(Args)]
+#[command(after_long_help = SERVE_HELP)]
 pub struct ServeArgs {
     /// Which built-in server to run.
     pub server: BuiltIn,
@@ -256,7 +283,8 @@ pub struct StagingArgs {
     /// Default: a per-user directory under $XDG_RUNTIME_DIR or the temp dir.
     #[arg(long, value_name = "DIR")]
     pub staging_dir: Option<PathBuf>,
-    /// The largest sample accepted through put_sample, in bytes.
+    /// The largest sample accepted through put_sample, in bytes (jobs: also the largest
+    /// analyze_sample takes by path).
     #[arg(long, default_value_t = 2 * 1024 * 1024 * 1024, value_name = "BYTES")]
     pub max_sample_bytes: u64,
     /// Chunked uploads in flight at once.
@@ -327,6 +355,10 @@ pub fn build_server(
                 ),
             },
         }),
+        BuiltIn::Jobs => {
+            crate::serve_jobs::check_roots(&policy.roots)?;
+            crate::serve_jobs::registry(roots, &policy.jobs)?
+        }
         BuiltIn::Analysis => maljan_analysis::registry(maljan_analysis::AnalysisConfig {
             roots,
             work_dir: match &policy.work_dir {
@@ -403,7 +435,8 @@ fn parse_addr(text: &str) -> anyhow::Result<SocketAddr> {
         .with_context(|| format!("--http {text}: expected HOST:PORT, e.g. 127.0.0.1:8765"))
 }
 
-pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+pub async fn serve(mut args: ServeArgs) -> anyhow::Result<ExitCode> {
+    args.policy.jobs.max_sample_bytes = args.staging.max_sample_bytes;
     let name = args
         .name
         .clone()
@@ -459,6 +492,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             maljan_server::serve_http(server, options, Default::default()).await?;
         }
     }
+    // The jobs server's jobs end with it (each keeps its report); nothing for the others.
+    crate::serve_jobs::shutdown().await;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -510,6 +545,7 @@ mod tests {
             no_builtin_rules: false,
             work_dir: None,
             semantic: Default::default(),
+            jobs: Default::default(),
         };
         build_server(BuiltIn::Files, &policy, None, None, None)
     }
