@@ -2,7 +2,7 @@
 //! (Inspector 2.12) with 0 errors and 0 warnings, under every flag set that changes the tool
 //! list: `serve files` as it starts, with every tool allowed (FA_run_shell is opt-in), read-only,
 //! without the FA_* bridge, without the semantic tools, and over HTTP (where put_sample and its
-//! chunked forms are offered); `serve analysis` over stdio and HTTP. The schemas are made
+//! chunked forms are offered); `serve analysis` and `serve jobs` over stdio and HTTP. The schemas are made
 //! portable once, by maljan-server's registry (`portable_schema`), not tool by tool.
 
 mod common;
@@ -91,5 +91,46 @@ fn every_analysis_tool_over_both_transports_passes_inspector_strict() {
     assert!(
         over_http.tools.len() > over_stdio.tools.len(),
         "put_sample over HTTP"
+    );
+}
+
+#[test]
+fn every_jobs_tool_over_both_transports_passes_inspector_strict() {
+    let root = scratch_root();
+    let root_s = root.path().to_str().unwrap();
+    // Its own data directory: the jobs server opens the runtime (and its database) at start.
+    let home = tempfile::tempdir().unwrap();
+    let home_s = home.path().to_str().unwrap();
+    let over_stdio = strict_tools_list(&[
+        "-e",
+        &format!("MALJAN_HOME={home_s}"),
+        maljan(),
+        "serve",
+        "jobs",
+        "--root",
+        root_s,
+    ]);
+    assert_clean("jobs", &over_stdio);
+    for tool in ["analyze_sample", "get_report", "list_jobs", "cancel_job"] {
+        assert!(
+            over_stdio.tools.iter().any(|t| t == tool),
+            "{tool} not listed: {:?}",
+            over_stdio.tools
+        );
+    }
+    let port = free_port();
+    let _server = spawn(
+        std::process::Command::new(maljan())
+            .args(["serve", "jobs", "--root", root_s])
+            .args(["--http", &format!("127.0.0.1:{port}")])
+            .env("MALJAN_HOME", home.path()),
+    );
+    wait_answering(port);
+    let over_http = strict_tools_list(&[&format!("http://127.0.0.1:{port}/mcp")]);
+    assert_clean("jobs --http", &over_http);
+    assert!(
+        over_http.tools.iter().any(|t| t == "put_sample"),
+        "put_sample over HTTP: {:?}",
+        over_http.tools
     );
 }
