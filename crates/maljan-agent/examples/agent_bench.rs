@@ -10,7 +10,7 @@ use std::{sync::Arc, time::Duration};
 use maljan_agent::{AgentOptions, Endpoint, Models, ProviderKind, Stages, analyze_with_figures};
 use maljan_client::{Config, JobSpec, Ledger, Runtime, ServerConfig};
 use maljan_testkit::ScriptedModel;
-use maljan_triage::{Quiet, TriageOptions};
+use maljan_triage::TriageOptions;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -82,7 +82,6 @@ async fn main() {
                         stages: Stages::default(),
                         cancel: CancellationToken::new(),
                     },
-                    &Quiet,
                 )
                 .await;
                 runtime.shutdown().await;

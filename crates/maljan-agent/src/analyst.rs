@@ -17,7 +17,6 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    AgentProgress,
     catalog::{Catalog, fill_arguments},
     guards::{
         BYTES_PER_TOKEN, RepeatCheck, Repeats, cut_to_fit, delimit, paging_params, repair_arguments,
@@ -45,8 +44,6 @@ pub struct Analyst<'a> {
     pub nonce: &'a str,
     pub sample_path: String,
     pub ledger: &'a mut Ledgered,
-    /// Told of every tool call the model makes (a console's live view shows each one).
-    pub progress: &'a dyn AgentProgress,
 }
 
 /// Why the loop stopped asking the model.
@@ -336,7 +333,10 @@ impl Analyst<'_> {
             maljan_telemetry::record_error(&span, e.code.as_str());
         }
         repeats.made(&tool.server, &tool.tool, &sent, &rec.ev_id);
-        self.progress.tool_called("analyst", &rec);
+        // Each call the model makes is an event of the job (a console's live view shows each).
+        self.job
+            .events()
+            .emit(crate::events::call_event("analyst", &rec));
         turn.evidence = Some(rec.ev_id.clone());
         if repaired {
             let note = format!(

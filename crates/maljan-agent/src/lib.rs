@@ -6,8 +6,8 @@
 //! the loop and its guards (`analyst`, `guards`), the judge stage and its checks (`judge`), the
 //! facts table every verdict rests on (`facts`), the deterministic verdict that stands without a
 //! model (`heuristic`), the stages and their budgets (`stages`), what a run records besides the
-//! conversation (`record`: ledger notes, token usage, byte counts, stage outcomes), the run's
-//! progress kept as the job's events (`events`), the stages of a run (`run`), the one job pipeline every front end calls (`pipeline`) and the
+//! conversation (`record`: ledger notes, token usage, byte counts, stage outcomes), the job's
+//! events kept in the ledger (`events`), the stages of a run (`run`), the one job pipeline every front end calls (`pipeline`) and the
 //! queue's workers that run it (`worker`).
 //!
 //! It depends on the client runtime (every tool call goes through a job's `ServerHandle`, so it
@@ -34,5 +34,5 @@ pub use catalog::{Catalog, CatalogTool};
 pub use events::JobEvents;
 pub use llm::{Endpoint, Models, ProviderKind};
 pub use pipeline::{Analysis, Setup};
-pub use run::{AgentOptions, AgentProgress, RunFigures, analyze, analyze_with_figures, run_stages};
+pub use run::{AgentOptions, RunFigures, analyze, analyze_with_figures, run_stages};
 pub use stages::Stages;

@@ -8,8 +8,8 @@
 //! the job is made on the runtime; triage → analyst → judge run ([`crate::run::run_stages`]);
 //! the report is kept in the ledger; the job ends with the report's status; the children are
 //! copied out when the caller asked to keep them (`--keep-artifacts DIR`, named by sha256); the
-//! directory is removed. Progress goes to one [`AgentProgress`] (the terminal, or the job's
-//! events in the ledger).
+//! directory is removed. Its progress goes to the job's event stream (an [`EventStream`] the caller
+//! gives and subscribes to: the terminal, the job's events in the ledger), ending with `done`.
 //!
 //! What is resolved once per process (the plan, the stages, the model) is a [`Setup`]; how the
 //! built-in servers reach the jobs' directories is [`root_builtins`].
@@ -19,12 +19,12 @@ use std::{
     sync::{Arc, OnceLock},
 };
 
-use maljan_client::{Config, JobSpec, KeySource, Runtime, SampleStore, paths};
+use maljan_client::{Config, EventStream, JobSpec, KeySource, Runtime, SampleStore, paths};
 use maljan_triage::{Plan, RecursionLimits, Report, TriageOptions, render};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    AgentOptions, AgentProgress, RunFigures,
+    AgentOptions, RunFigures,
     llm::{self, Models},
     stages::Stages,
 };
@@ -135,13 +135,10 @@ pub fn job_dir(data_dir: &Path, job_id: &str) -> PathBuf {
 }
 
 impl Analysis {
-    /// Runs the job to its report; the job's events go to `progress`. Err only when the job could
-    /// not start (no sample): everything else is in the report.
-    pub async fn run(
-        &self,
-        req: Request,
-        progress: Arc<dyn AgentProgress>,
-    ) -> Result<Outcome, StartError> {
+    /// Runs the job to its report; the job's events go to `events`, the last being `done` once
+    /// the report is kept. Err only when the job could not start (no sample): everything else is
+    /// in the report, and the caller says why in the stream (a worker's `retry` or `done`).
+    pub async fn run(&self, req: Request, events: EventStream) -> Result<Outcome, StartError> {
         let data_dir = &self.runtime.config().data_dir;
         let dir = job_dir(data_dir, &req.job_id);
         let _ = std::fs::remove_dir_all(&dir);
@@ -157,14 +154,13 @@ impl Analysis {
                 label: req.label.clone(),
                 sample: Some(sample.clone()),
                 id: Some(req.job_id.clone()),
+                events: events.clone(),
             })
             .map_err(|e| StartError::Other(e.to_string()))?;
         // What a shared analysis server carves for this sample (see `root_builtins`).
         let carved = job
             .sample()
             .map(|smp| SharedCarved::hold(&paths::work_dir(data_dir), &smp.sha256));
-        let uploads = progress.clone();
-        job.on_upload_progress(move |p| uploads.upload(p));
         let opts = AgentOptions {
             triage: TriageOptions {
                 plan: self.setup.plan.clone(),
@@ -180,7 +176,7 @@ impl Analysis {
             stages: self.setup.stages.clone(),
             cancel: req.cancel.clone(),
         };
-        let (mut report, figures) = crate::run::run_stages(&job, opts, progress.as_ref()).await;
+        let (mut report, figures) = crate::run::run_stages(&job, opts).await;
         if let Some(original) = original {
             // The report names the evidence where the analyst keeps it, not the job's copy.
             report.sample.path = original.to_string_lossy().into_owned();
@@ -194,7 +190,7 @@ impl Analysis {
         }
         job.finish_as(crate::run::job_status_of(&report));
         drop(job);
-        progress.finished(&report);
+        events.emit(report.done_event());
         let kept = match &req.keep_artifacts {
             Some(to) => {
                 let mut from = vec![dir.clone()];

@@ -6,9 +6,9 @@
 
 use std::{collections::HashMap, sync::Arc};
 
-use maljan_client::{Job, ServerHandle};
+use maljan_client::{Event, Job, ServerHandle};
 use maljan_triage::{
-    Progress, Report, Status, StepStatus, TriageOptions,
+    Report, Status, StepStatus, TriageOptions,
     report::{AgentReport, TokenUsage, Verdict},
     run::job_status,
     run_triage,
@@ -38,47 +38,16 @@ pub struct AgentOptions {
     pub cancel: CancellationToken,
 }
 
-/// Progress of the agent stages, beside the triage's (all default to nothing).
-pub trait AgentProgress: Progress {
-    fn stage_started(&self, _stage: &str) {}
-    fn model_answered(&self, _stage: &str, _tool_calls: usize) {}
-    /// A tool call the model asked for has finished (ledgered as `call.ev_id`).
-    fn tool_called(&self, _stage: &str, _call: &maljan_client::CallRecord) {}
-    /// The sample's upload to a server advanced (after each acknowledged part).
-    fn upload(&self, _progress: &maljan_client::UploadProgress) {}
-    /// The job has ended with this report (kept in the ledger).
-    fn finished(&self, _report: &Report) {}
-}
-
-impl AgentProgress for maljan_triage::Quiet {}
-
-// The terminal shows each agent stage as one line.
-impl AgentProgress for maljan_triage::term::TerminalProgress {
-    fn stage_started(&self, stage: &str) {
-        if stage != "triage" && self.is_visible() {
-            eprintln!("{stage} stage…");
-        }
-    }
-    fn upload(&self, progress: &maljan_client::UploadProgress) {
-        if self.is_visible() {
-            maljan_triage::term::TerminalProgress::upload(self, progress);
-        }
-    }
-}
-
 /// Runs the stages on a job made by the caller and ends it with the report's status (the agent's
-/// own tests and bench; a front end runs [`crate::pipeline::Analysis`]).
-pub async fn analyze(job: &Arc<Job>, opts: AgentOptions, progress: &dyn AgentProgress) -> Report {
-    analyze_with_figures(job, opts, progress).await.0
+/// own tests and bench; a front end runs [`crate::pipeline::Analysis`]). Progress goes to the
+/// job's events ([`Job::events`]).
+pub async fn analyze(job: &Arc<Job>, opts: AgentOptions) -> Report {
+    analyze_with_figures(job, opts).await.0
 }
 
 /// [`analyze`], with the figures the bench reads.
-pub async fn analyze_with_figures(
-    job: &Arc<Job>,
-    opts: AgentOptions,
-    progress: &dyn AgentProgress,
-) -> (Report, RunFigures) {
-    let (report, figures) = run_stages(job, opts, progress).await;
+pub async fn analyze_with_figures(job: &Arc<Job>, opts: AgentOptions) -> (Report, RunFigures) {
+    let (report, figures) = run_stages(job, opts).await;
     job.finish_as(job_status_of(&report));
     (report, figures)
 }
@@ -89,17 +58,13 @@ pub fn job_status_of(report: &Report) -> maljan_client::JobStatus {
 }
 
 /// Triage → analyst → judge on `job`, leaving it open (the pipeline keeps the report, then ends
-/// it).
-pub async fn run_stages(
-    job: &Arc<Job>,
-    opts: AgentOptions,
-    progress: &dyn AgentProgress,
-) -> (Report, RunFigures) {
+/// it). Each stage, and each of its steps and calls, is an event of the job.
+pub async fn run_stages(job: &Arc<Job>, opts: AgentOptions) -> (Report, RunFigures) {
     let mut triage = opts.triage.clone();
     triage.keep_job_open = true;
     triage.cancel = Some(opts.cancel.clone());
-    progress.stage_started("triage");
-    let mut report = run_triage(job, &triage, progress).await;
+    stage_started(job, "triage");
+    let mut report = run_triage(job, &triage).await;
     let mut ledger = Ledgered::default();
     let ids = ledger_ids(job);
     heuristic::fill_children(&mut report, &ids);
@@ -114,16 +79,7 @@ pub async fn run_stages(
             model: models.endpoints()[0].label(),
             ..Default::default()
         };
-        let stages = run_model_stages(
-            job,
-            &opts,
-            models,
-            &report,
-            &mut ledger,
-            &mut agent,
-            progress,
-        )
-        .await;
+        let stages = run_model_stages(job, &opts, models, &report, &mut ledger, &mut agent).await;
         match stages.verdict {
             Ok(v) => verdict = v,
             Err(why) => verdict.degradation = Some(why),
@@ -149,6 +105,12 @@ pub async fn run_stages(
     (report, ledger.figures)
 }
 
+fn stage_started(job: &Job, stage: &str) {
+    job.events().emit(Event::Stage {
+        stage: stage.to_string(),
+    });
+}
+
 struct ModelStages {
     /// The judge's checked verdict, or why the heuristic one stands.
     verdict: Result<Verdict, String>,
@@ -162,7 +124,6 @@ async fn run_model_stages(
     report: &Report,
     ledger: &mut Ledgered,
     agent: &mut AgentReport,
-    progress: &dyn AgentProgress,
 ) -> ModelStages {
     let mut degradations = Vec::new();
     let mut outcomes = Vec::new();
@@ -173,7 +134,7 @@ async fn run_model_stages(
 
     let mut notes = None;
     if opts.stages.analyst {
-        progress.stage_started("analyst");
+        stage_started(job, "analyst");
         let (catalog, handles) = catalog_for(job, report).await;
         agent.withheld = catalog.withheld.clone();
         let sample_path = job
@@ -190,7 +151,6 @@ async fn run_model_stages(
             nonce: &nonce,
             sample_path,
             ledger,
-            progress,
         }
         .run(brief.clone())
         .await;
@@ -198,7 +158,10 @@ async fn run_model_stages(
             .figures
             .step_overhead
             .extend(outcome.step_overhead.iter().copied());
-        progress.model_answered("analyst", outcome.tool_calls);
+        job.events().emit(Event::ModelAnswered {
+            stage: "analyst".into(),
+            tool_calls: outcome.tool_calls,
+        });
         notes = write_up;
         if outcome.status == "cancelled" {
             agent.cancelled = true;
@@ -211,7 +174,7 @@ async fn run_model_stages(
     } else if !opts.stages.judge {
         Err("no judge stage is configured (agent.toml): the heuristic verdict stands".into())
     } else {
-        progress.stage_started("judge");
+        stage_started(job, "judge");
         let (outcome, v) = judge_stage(
             job,
             opts,

@@ -16,7 +16,9 @@ use std::{
     time::Duration,
 };
 
-use maljan_client::{CancelOutcome, JobEvent, Lease, Ledger, QueuedJob, Runtime};
+use maljan_client::{
+    CancelOutcome, Event, EventStream, JobEvent, Lease, Ledger, QueuedJob, Runtime,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -219,7 +221,8 @@ impl Pool {
         );
         let hooks = self.hooks.clone();
         let hook_id = id.clone();
-        let (events, recorder) = JobEvents::record(self.ledger.clone(), id.clone(), move |e| {
+        let events = EventStream::new();
+        let recording = JobEvents::record(self.ledger.clone(), id.clone(), &events, move |e| {
             hooks.event(&hook_id, e)
         });
         let outcome = match self.source.analysis() {
@@ -238,7 +241,7 @@ impl Pool {
                     cancel,
                 };
                 analysis
-                    .run(req, Arc::new(events.clone()))
+                    .run(req, events.clone())
                     .await
                     .map(|o| o.report.status.as_str().to_string())
             }
@@ -248,20 +251,20 @@ impl Pool {
         let retry = match &outcome {
             Err(StartError::SampleUnavailable(why)) if job.attempts <= self.opts.retries => {
                 let after_ms = self.opts.retry_after_ms * job.attempts;
-                events.send(
-                    "retry",
-                    serde_json::json!({"attempt": job.attempts, "reason": format!("fetching the sample: {why}"), "after_s": after_ms / 1000}),
-                );
+                events.emit(Event::Retry {
+                    attempt: job.attempts,
+                    reason: format!("fetching the sample: {why}"),
+                    after_s: after_ms / 1000,
+                });
                 Some((format!("fetching the sample: {why}"), after_ms))
             }
             Err(e) => {
-                events.failed(&e.to_string());
+                events.emit(crate::events::failed(&e.to_string()));
                 None
             }
             Ok(_) => None,
         };
-        drop(events);
-        let _ = recorder.await;
+        recording.finish().await;
         let lost = lease.stop();
         self.running
             .lock()
@@ -381,9 +384,12 @@ pub async fn cancel(ledger: &Ledger, job_id: &str) -> Result<CancelOutcome, Stri
             let report = unstarted_report(&q, "cancelled before it started");
             l.save_report(&id, &maljan_triage::render::json(&report))
                 .map_err(|e| e.to_string())?;
-            let data = serde_json::json!({"status": "cancelled", "verdict": null,
-                "error": "cancelled before it started"});
-            l.append_job_event(&id, "done", &data.to_string())
+            let done = Event::Done {
+                status: "cancelled".into(),
+                verdict: None,
+                error: Some("cancelled before it started".into()),
+            };
+            l.append_job_event(&id, done.kind(), &done.data().to_string())
                 .map_err(|e| e.to_string())?;
             Ok(())
         })

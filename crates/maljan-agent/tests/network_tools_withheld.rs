@@ -126,7 +126,6 @@ async fn run(s: &Setup, model: &ScriptedModel) -> maljan_triage::Report {
             stages: Stages::default(),
             cancel: tokio_util::sync::CancellationToken::new(),
         },
-        &maljan_triage::Quiet,
     )
     .await;
     s.runtime.shutdown().await;

@@ -50,7 +50,7 @@ pub use config::{
     OAuthGrant, PinSample, ServerConfig, TransportKind,
 };
 pub use job::{
-    CallRecord, Job, JobSpec, JobStatus, ProgressFn, Sample, SampleStore, ServerHandle,
+    CallRecord, Event, EventStream, Job, JobSpec, JobStatus, Sample, SampleStore, ServerHandle,
     StoredSample,
 };
 pub use ledger::{

@@ -11,16 +11,17 @@
 //!
 //! It talks to tool servers only through `maljan-client` (MCP), so a remote analysis server works
 //! exactly like the built-in one. It must not depend on any concrete server crate (analysis, files),
-//! on rmcp or on a transport. It prints nothing itself: progress goes through the [`Progress`] trait
-//! (`term`, behind the default `terminal` feature, draws it on a terminal with indicatif).
+//! on rmcp or on a transport. It prints nothing itself: its progress goes to the job's event stream
+//! (`maljan_client::job::events`), which `term` (behind the default `terminal` feature) draws on a
+//! terminal with indicatif.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use maljan_client::{Config, JobSpec, Runtime};
-//! use maljan_triage::{Quiet, TriageOptions, render, run_triage};
+//! use maljan_triage::{TriageOptions, render, run_triage};
 //! let rt = Runtime::open(Config::load(None)?)?;
 //! let job = rt.new_job(JobSpec::for_sample("./sample.exe"))?;
-//! let report = run_triage(&job, &TriageOptions::default(), &Quiet).await;
+//! let report = run_triage(&job, &TriageOptions::default()).await;
 //! std::fs::write("report.md", render::markdown(&report))?;
 //! std::process::exit(report.status.exit_code() as i32);
 //! # }
@@ -39,7 +40,7 @@ pub mod visible;
 pub use plan::{Plan, PlanError, Step};
 pub use render::Format;
 pub use report::{Report, Status, StepReport, StepStatus};
-pub use run::{Progress, Quiet, TriageOptions, run_triage};
+pub use run::{TriageOptions, run_triage};
 pub use tree::{ChildReport, Recursion, RecursionLimits};
 pub use verdict::{Verdict, VerdictSource, VerdictWord};
 pub use visible::{visible, visible_multiline};

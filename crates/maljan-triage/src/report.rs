@@ -229,3 +229,65 @@ impl Report {
         self.steps.iter().find(|s| s.tool == tool)
     }
 }
+
+// What a run tells its job's event stream ([`maljan_client::job::events`]).
+impl ServerInfo {
+    /// The `connected` event: this server reached, or why not.
+    pub fn event(&self) -> maljan_client::Event {
+        maljan_client::Event::Connected(maljan_client::job::events::ServerReached {
+            server: self.name.clone(),
+            transport: self.transport.clone(),
+            via: self.via.clone(),
+            tools: self.tools,
+            tools_unavailable: self.tools_unavailable,
+            handover: self.handover.clone(),
+            error: self.error.as_ref().map(ErrorInfo::event_error),
+        })
+    }
+}
+
+impl StepReport {
+    /// The `call_finished` event of this step, the `total`'th of the plan.
+    pub fn event(&self, total: usize) -> maljan_client::Event {
+        maljan_client::Event::CallFinished(maljan_client::job::events::CallFinished {
+            index: Some(self.index),
+            total: Some(total),
+            stage: None,
+            title: self.title.clone(),
+            tool: self.tool.clone(),
+            server: self.server.clone(),
+            status: self.status.as_str().to_string(),
+            evidence: self.evidence.clone(),
+            duration_ms: self.duration_ms,
+            error: self.error.as_ref().map(ErrorInfo::event_error),
+            reason: self.reason.clone(),
+        })
+    }
+}
+
+impl ErrorInfo {
+    fn event_error(&self) -> maljan_client::job::events::EventError {
+        maljan_client::job::events::EventError {
+            code: self.code.clone(),
+            message: self.message.clone(),
+        }
+    }
+}
+
+impl Report {
+    /// The last event of the job this report ends: its status and verdict.
+    pub fn done_event(&self) -> maljan_client::Event {
+        maljan_client::Event::Done {
+            status: self.status.as_str().to_string(),
+            verdict: self
+                .verdict
+                .as_ref()
+                .map(|v| maljan_client::job::events::DoneVerdict {
+                    verdict: v.verdict.as_str().to_string(),
+                    confidence: v.confidence,
+                    source: v.source.as_str().to_string(),
+                }),
+            error: None,
+        }
+    }
+}

@@ -4,7 +4,9 @@
 
 use std::{collections::BTreeMap, sync::Arc, time::Instant};
 
-use maljan_client::{CallError, CallRecord, Handover, Job, JobStatus, ServerHandle, ServerView};
+use maljan_client::{
+    CallError, CallRecord, Event, Handover, Job, JobStatus, ServerHandle, ServerView,
+};
 use serde_json::Value;
 
 use crate::{
@@ -37,18 +39,6 @@ pub struct TriageOptions {
     pub recursion: RecursionLimits,
 }
 
-/// Progress callbacks (a terminal UI, a web console). All default to nothing.
-pub trait Progress: Send + Sync {
-    fn connecting(&self, _servers: &[String]) {}
-    fn connected(&self, _server: &ServerInfo) {}
-    fn step_started(&self, _index: usize, _total: usize, _title: &str) {}
-    fn step_finished(&self, _step: &StepReport, _total: usize) {}
-}
-
-/// No progress output.
-pub struct Quiet;
-impl Progress for Quiet {}
-
 struct Connected {
     handle: Option<ServerHandle>,
     view: Option<Arc<ServerView>>,
@@ -57,16 +47,21 @@ struct Connected {
 
 /// Runs `opts.plan` for `job`'s sample and returns the report. Never fails: what goes wrong is in
 /// the report (failures, degradations, step errors). Ends the job with the report's status.
-pub async fn run_triage(job: &Arc<Job>, opts: &TriageOptions, progress: &dyn Progress) -> Report {
+/// Its progress (servers reached, each step started and finished) goes to the job's events
+/// ([`Job::events`]).
+pub async fn run_triage(job: &Arc<Job>, opts: &TriageOptions) -> Report {
     let started = Instant::now();
+    let events = job.events();
     let selected = select_servers(job, opts);
-    progress.connecting(&selected);
+    events.emit(Event::Connecting {
+        servers: selected.clone(),
+    });
 
     // Connect and hand over concurrently: a slow or dead server costs its own time, once.
     let connected: Vec<Connected> =
         futures::future::join_all(selected.iter().map(|name| connect(job, name))).await;
     for c in &connected {
-        progress.connected(&c.info);
+        events.emit(c.info.event());
     }
 
     let mut state = RunState::default();
@@ -102,7 +97,11 @@ pub async fn run_triage(job: &Arc<Job>, opts: &TriageOptions, progress: &dyn Pro
             remediation: None,
             result: None,
         };
-        progress.step_started(index, total, &report.title);
+        events.emit(Event::StepStarted {
+            index,
+            total,
+            title: report.title.clone(),
+        });
 
         // The format tool is what identify_file said, on the server that identified the sample.
         let (tool, preferred) = if step.tool == FORMAT_TOOL {
@@ -120,7 +119,7 @@ pub async fn run_triage(job: &Arc<Job>, opts: &TriageOptions, progress: &dyn Pro
                             .and_then(Value::as_str)
                             .unwrap_or("unknown")
                     ));
-                    progress.step_finished(&report, total);
+                    events.emit(report.event(total));
                     state.steps.push(report);
                     continue;
                 }
@@ -137,7 +136,7 @@ pub async fn run_triage(job: &Arc<Job>, opts: &TriageOptions, progress: &dyn Pro
                         ),
                         None => "identify_file gave no answer, so the format is unknown".into(),
                     });
-                    progress.step_finished(&report, total);
+                    events.emit(report.event(total));
                     state.steps.push(report);
                     continue;
                 }
@@ -151,7 +150,7 @@ pub async fn run_triage(job: &Arc<Job>, opts: &TriageOptions, progress: &dyn Pro
         {
             report.status = StepStatus::NotApplicable;
             report.reason = Some(format!("{} reads executables only", step.tool));
-            progress.step_finished(&report, total);
+            events.emit(report.event(total));
             state.steps.push(report);
             continue;
         } else {
@@ -172,7 +171,7 @@ pub async fn run_triage(job: &Arc<Job>, opts: &TriageOptions, progress: &dyn Pro
                 // Configured, but the operator left it out with --servers: their choice, not a fault.
                 report.server = Some(server.clone());
                 report.reason = Some(format!("server '{server}' was not selected (--servers)"));
-                progress.step_finished(&report, total);
+                events.emit(report.event(total));
                 state.steps.push(report);
                 continue;
             }
@@ -186,7 +185,7 @@ pub async fn run_triage(job: &Arc<Job>, opts: &TriageOptions, progress: &dyn Pro
                 ));
                 report.server = Some(server.clone());
                 state.fail(&mut report, Some(&server), &tool, &e, None);
-                progress.step_finished(&report, total);
+                events.emit(report.event(total));
                 state.steps.push(report);
                 continue;
             }
@@ -194,13 +193,13 @@ pub async fn run_triage(job: &Arc<Job>, opts: &TriageOptions, progress: &dyn Pro
                 // One server down is one failure, however many steps needed it.
                 report.server = Some(server.clone());
                 state.fail(&mut report, Some(&server), CONNECTING, &e, None);
-                progress.step_finished(&report, total);
+                events.emit(report.event(total));
                 state.steps.push(report);
                 continue;
             }
             Err(Pick::NobodyOffers) => {
                 report.reason = Some(format!("no selected server offers {tool}"));
-                progress.step_finished(&report, total);
+                events.emit(report.event(total));
                 state.steps.push(report);
                 continue;
             }
@@ -225,7 +224,7 @@ pub async fn run_triage(job: &Arc<Job>, opts: &TriageOptions, progress: &dyn Pro
                 remediation: t.remediation.clone(),
                 without: t.without.clone(),
             });
-            progress.step_finished(&report, total);
+            events.emit(report.event(total));
             state.steps.push(report);
             continue;
         }
@@ -269,7 +268,7 @@ pub async fn run_triage(job: &Arc<Job>, opts: &TriageOptions, progress: &dyn Pro
                 state.fail(&mut report, Some(&server_name), &tool, &e, Some(&rec.ev_id));
             }
         }
-        progress.step_finished(&report, total);
+        events.emit(report.event(total));
         state.steps.push(report);
     }
 

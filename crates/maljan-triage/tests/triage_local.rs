@@ -4,7 +4,7 @@ mod common;
 
 use common::*;
 use maljan_client::{BreakerConfig, JobSpec};
-use maljan_triage::{Quiet, Report, Status, StepStatus, TriageOptions, render, run_triage};
+use maljan_triage::{Report, Status, StepStatus, TriageOptions, render, run_triage};
 
 async fn triage(
     dir: &std::path::Path,
@@ -16,7 +16,7 @@ async fn triage(
         BreakerConfig::default(),
     );
     let job = rt.new_job(JobSpec::for_sample(sample)).unwrap();
-    let report = run_triage(&job, &TriageOptions::default(), &Quiet).await;
+    let report = run_triage(&job, &TriageOptions::default()).await;
     let calls = rt.ledger().calls(Some(job.id()), 100).unwrap();
     drop(job);
     rt.shutdown().await;

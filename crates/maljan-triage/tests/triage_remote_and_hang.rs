@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 
 use common::*;
 use maljan_client::{BreakerConfig, JobSpec, ServerConfig};
-use maljan_triage::{Plan, Quiet, Status, StepStatus, TriageOptions, render, run_triage};
+use maljan_triage::{Plan, Status, StepStatus, TriageOptions, render, run_triage};
 
 struct Killed(Child);
 impl Drop for Killed {
@@ -52,7 +52,7 @@ async fn a_remote_analysis_server_over_http_does_the_whole_triage() {
     let job = rt
         .new_job(JobSpec::for_sample(&corpus["sample.exe"]))
         .unwrap();
-    let r = run_triage(&job, &TriageOptions::default(), &Quiet).await;
+    let r = run_triage(&job, &TriageOptions::default()).await;
     rt.shutdown().await;
 
     let s = &r.servers[0];
@@ -146,7 +146,6 @@ async fn a_hanging_server_is_one_failure_line_with_its_remedy_and_the_rest_is_wh
             servers: None,
             ..Default::default()
         },
-        &Quiet,
     )
     .await;
     let took = started.elapsed();
@@ -234,7 +233,7 @@ async fn an_unreachable_server_fails_the_run_but_the_report_is_written() {
     let job = rt
         .new_job(JobSpec::for_sample(&corpus["notes.txt"]))
         .unwrap();
-    let r = run_triage(&job, &TriageOptions::default(), &Quiet).await;
+    let r = run_triage(&job, &TriageOptions::default()).await;
     rt.shutdown().await;
     assert_eq!(r.status, Status::Failed);
     assert!(

@@ -12,10 +12,10 @@ use std::{
 use anyhow::bail;
 use clap::Args;
 use maljan_agent::{
-    AgentProgress,
+    JobEvents,
     pipeline::{self, Analysis, ModelChoice, Outcome, Request, SampleSource, Scope, Setup},
 };
-use maljan_client::{Config, NewQueuedJob, Runtime, Sample, job::new_job_id};
+use maljan_client::{Config, EventStream, NewQueuedJob, Runtime, Sample, job::new_job_id};
 use maljan_triage::{Format, RecursionLimits, render, term::TerminalProgress, visible};
 use tokio_util::sync::CancellationToken;
 
@@ -221,13 +221,15 @@ impl Jobs {
 
     /// Runs `sample` as job `job_id`, a queue job like any other (`maljan jobs list`, the
     /// console): enqueued as running under this process's lease, run through the pipeline, marked
-    /// finished. Err only when the job could not start.
+    /// finished. Its progress goes to `events` (the caller subscribes what it shows before) and
+    /// is kept in the ledger as the job's events, where the console's job page follows it. Err
+    /// only when the job could not start (its stream then ends with a failed `done`).
     pub async fn run(
         &self,
         job_id: String,
         sample: &Sample,
         cancel: CancellationToken,
-        progress: Arc<dyn AgentProgress>,
+        events: EventStream,
     ) -> anyhow::Result<Outcome> {
         let label = format!("sample {}", sample.path.display());
         let ledger = self.runtime.ledger().clone();
@@ -260,7 +262,17 @@ impl Jobs {
             keep_artifacts: self.keep_artifacts.clone(),
             cancel,
         };
-        let outcome = self.analysis.run(request, progress).await;
+        let kept = JobEvents::record(
+            self.runtime.ledger().clone(),
+            job_id.clone(),
+            &events,
+            |_| {},
+        );
+        let outcome = self.analysis.run(request, events.clone()).await;
+        if let Err(e) = &outcome {
+            events.emit(maljan_agent::events::failed(&e.to_string()));
+        }
+        kept.finish().await;
         lease.stop();
         let (state, error) = match &outcome {
             Ok(o) => (o.report.status.as_str().to_string(), None),
@@ -318,9 +330,10 @@ async fn analyze_one(args: AnalyzeArgs) -> anyhow::Result<ExitCode> {
     let jobs = Jobs::open(&args, Some(&job_id))?;
     let cancel = CancellationToken::new();
     cancel_on_interrupt(&cancel);
-    let outcome = jobs
-        .run(job_id, &sample, cancel, Arc::new(TerminalProgress::new()))
-        .await;
+    // The job's one event stream, drawn on the terminal (and kept in the ledger by `run`).
+    let events = EventStream::new();
+    Arc::new(TerminalProgress::new()).attach(&events);
+    let outcome = jobs.run(job_id, &sample, cancel, events).await;
     jobs.runtime.shutdown().await;
     let outcome = outcome?;
     let report = outcome.report;

@@ -17,8 +17,8 @@ use std::{
 
 use anyhow::bail;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use maljan_client::{Sample, job::new_job_id};
-use maljan_triage::{Format, Quiet, render, visible};
+use maljan_client::{EventStream, Sample, job::new_job_id};
+use maljan_triage::{Format, render, visible};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -266,7 +266,7 @@ async fn one(
     cancel: CancellationToken,
 ) -> (Row, u8, Vec<PathBuf>) {
     let outcome = match jobs
-        .run(new_job_id(), &sample, cancel, Arc::new(Quiet))
+        .run(new_job_id(), &sample, cancel, EventStream::new())
         .await
     {
         Ok(o) => o,

@@ -57,7 +57,11 @@ async fn upload_mirror_and_local_path_in_one_job_and_a_cached_second_job() {
     let job = rt.new_job(JobSpec::for_sample(&sample)).unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s = seen.clone();
-    job.on_upload_progress(move |p| s.lock().unwrap().push((p.server.clone(), p.sent, p.total)));
+    job.events().subscribe(move |e| {
+        if let maljan_client::Event::Upload(p) = e {
+            s.lock().unwrap().push((p.server.clone(), p.sent, p.total));
+        }
+    });
     let local = sample
         .canonicalize()
         .unwrap()

@@ -190,8 +190,9 @@ async fn a_server_killed_mid_upload_degrades_the_job_and_the_others_are_still_ca
     let v = victim.clone();
     let killed_at = Arc::new(Mutex::new(None));
     let k = killed_at.clone();
-    job.on_upload_progress(move |p| {
-        if p.sent > 0
+    job.events().subscribe(move |e| {
+        if let maljan_client::Event::Upload(p) = e
+            && p.sent > 0
             && let Some(mut running) = v.lock().unwrap().take()
         {
             running.0.kill().unwrap();

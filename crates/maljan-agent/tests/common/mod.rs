@@ -9,7 +9,7 @@ use maljan_agent::{
 };
 use maljan_client::{Config, Job, JobSpec, Ledger, Runtime, ServerConfig};
 use maljan_testkit::ScriptedModel;
-use maljan_triage::{Quiet, Report, TriageOptions};
+use maljan_triage::{Report, TriageOptions};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -91,7 +91,6 @@ impl Setup {
                 stages,
                 cancel,
             },
-            &Quiet,
         )
         .await;
         self.runtime.shutdown().await;

@@ -26,10 +26,12 @@ use std::{
 use maljan_protocol::ErrorCode;
 use tokio::sync::OnceCell;
 
+pub mod events;
 mod handle;
 mod samples;
 
 pub use crate::{outcome::CallRecord, sample::Sample};
+pub use events::{Event, EventStream};
 pub use handle::ServerHandle;
 pub use samples::{SampleStore, StoredSample};
 
@@ -56,6 +58,8 @@ pub struct JobSpec {
     pub sample: Option<PathBuf>,
     /// Use this id instead of a generated one.
     pub id: Option<String>,
+    /// Where the job's events go (see [`events`]); a fresh stream nobody hears by default.
+    pub events: EventStream,
 }
 
 impl JobSpec {
@@ -65,6 +69,7 @@ impl JobSpec {
             label: format!("sample {}", path.display()),
             sample: Some(path),
             id: None,
+            events: EventStream::new(),
         }
     }
     pub fn labelled(label: impl Into<String>) -> Self {
@@ -91,11 +96,8 @@ pub struct Job {
     finished: std::sync::atomic::AtomicBool,
     /// Copies on shared volumes (mirror_dir), removed when the job ends.
     mirrors: Mutex<Vec<PathBuf>>,
-    progress: Mutex<Option<ProgressFn>>,
+    events: EventStream,
 }
-
-/// Called as an upload advances (see [`Job::on_upload_progress`]).
-pub type ProgressFn = Arc<dyn Fn(&UploadProgress) + Send + Sync>;
 
 impl std::fmt::Debug for Job {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -159,7 +161,7 @@ impl Job {
             degradations: Mutex::default(),
             finished: Default::default(),
             mirrors: Mutex::default(),
-            progress: Mutex::default(),
+            events: spec.events,
         }))
     }
 
@@ -243,21 +245,14 @@ impl Job {
         }
     }
 
-    /// Observes sample uploads: called after each acknowledged part with bytes sent and the
-    /// total (for a progress bar). Runs on the uploading task: keep it quick.
-    pub fn on_upload_progress(&self, f: impl Fn(&UploadProgress) + Send + Sync + 'static) {
-        *self.progress.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(f));
+    /// The job's event stream: subscribe to hear its progress (uploads here; the triage, the
+    /// agent and the pipeline emit theirs on it too).
+    pub fn events(&self) -> &EventStream {
+        &self.events
     }
 
     pub(crate) fn report_progress(&self, p: &UploadProgress) {
-        let f = self
-            .progress
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        if let Some(f) = f {
-            f(p);
-        }
+        self.events.emit(Event::Upload(p.clone()));
     }
 
     /// Remembers a mirror copy, to be removed when the job ends.
