@@ -55,6 +55,14 @@ def rwx(text):
     return text.strip()
 
 
+def header_flags(printed):
+    """The header flags' names as <mach-o/loader.h> has them, `MH_` dropped, lower case.
+    llvm-objdump 14 prints MH_NO_HEAP_EXECUTION with its prefix (alone of all), and a zero
+    flags word as 0x00000000."""
+    names = [f.lower().removeprefix("mh_") for f in printed]
+    return sorted(n for n in names if n != "0x00000000")
+
+
 def image(text):
     """One Mach-O image's --private-headers output."""
     lines = text.splitlines()
@@ -64,7 +72,7 @@ def image(text):
         "cpu": CPU.get(cputype, "other"),
         "bits": 64 if magic == "MH_MAGIC_64" else 32,
         "file_type": FILETYPE.get(filetype, "other"),
-        "flags": sorted(f.lower() for f in flags),
+        "flags": header_flags(flags),
         "load_commands": [], "segments": [], "sections": [], "libraries": [],
         "weak_libraries": [], "rpaths": [], "install_name": None, "uuid": None,
         "code_signature": False,

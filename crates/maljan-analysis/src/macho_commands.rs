@@ -63,6 +63,10 @@ pub struct Image {
     pub thread_entry: Option<u64>,
     pub code_signature: bool,
     pub encrypted: bool,
+    /// LC_SYMTAB's symbol count, and LC_DYSYMTAB's ranges of it (local, defined external,
+    /// undefined), checked against each other once every command is read.
+    nsyms: Option<u32>,
+    symbol_ranges: Vec<(&'static str, u32, u32)>,
     pub anomalies: Vec<String>,
 }
 
@@ -191,6 +195,8 @@ pub fn read(b: &[u8], budget: &Budget) -> Result<Image, ToolError> {
         thread_entry: None,
         code_signature: false,
         encrypted: false,
+        nsyms: None,
+        symbol_ranges: Vec::new(),
         anomalies: Vec::new(),
     };
     let mut anomalies = Anomalies(Vec::new(), 0);
@@ -255,6 +261,14 @@ pub fn read(b: &[u8], budget: &Budget) -> Result<Image, ToolError> {
         };
         c.interpret(&mut image, &mut anomalies, budget)?;
         at += cmdsize as usize;
+    }
+    let nsyms = image.nsyms.unwrap_or(0);
+    for (what, first, count) in std::mem::take(&mut image.symbol_ranges) {
+        if u64::from(first) + u64::from(count) > u64::from(nsyms) {
+            anomalies.add(format!(
+                "LC_DYSYMTAB's {what} symbols ({first}+{count}) extend past the symbol table's {nsyms}"
+            ));
+        }
     }
     // dyld loads a dylib by its install name; llvm refuses a dylib without one too.
     if filetype == 6 && !image.commands.iter().any(|c| c.cmd == 0xd) {
@@ -330,6 +344,7 @@ impl Command<'_, '_> {
         // The commands of one fixed size: one of another size is not read (llvm refuses it).
         let exact = match self.cmd {
             0x2 | 0x1b | 0x8000_0028 => Some(24),
+            0xb => Some(80),
             linkedit_data_commands!() => Some(16),
             _ => None,
         };
@@ -347,9 +362,27 @@ impl Command<'_, '_> {
         match self.cmd {
             0x1 | 0x19 => self.segment(image, anomalies, budget)?,
             0x2 => {
+                image.nsyms = image.nsyms.or(r.u32(at + 12));
                 let nlist = if wide { 16 } else { 12 };
                 self.in_file("the symbol table", field(8), field(12) * nlist, anomalies);
                 self.in_file("the string table", field(16), field(20), anomalies);
+            }
+            0xb => {
+                let word = |n| r.u32(at + n).unwrap_or(0);
+                for (what, n) in [("local", 8), ("defined external", 16), ("undefined", 24)] {
+                    image.symbol_ranges.push((what, word(n), word(n + 4)));
+                }
+                let module = if wide { 56 } else { 52 };
+                for (what, n, record) in [
+                    ("the table of contents", 32, 8),
+                    ("the module table", 40, module),
+                    ("the referenced symbols", 48, 4),
+                    ("the indirect symbols", 56, 4),
+                    ("the external relocations", 64, 8),
+                    ("the local relocations", 72, 8),
+                ] {
+                    self.in_file(what, field(n), field(n + 4) * record, anomalies);
+                }
             }
             0xc | 0x8000_0018 | 0x8000_001f | 0x20 | 0x8000_0023 => {
                 if let Some(name) = self.string(8, 24, anomalies) {
