@@ -44,7 +44,7 @@ pub(super) enum ReportFormat {
     /// Markdown, for people and models.
     #[default]
     Md,
-    /// The report's JSON (schema maljan-report), every step's result included.
+    /// The report's JSON (schema maljan.triage.report/v1), every step's result included.
     Json,
 }
 
@@ -62,6 +62,7 @@ impl ReportFormat {
 pub(super) struct GetReportArgs {
     /// The job's id (analyze_sample's job_id, or one list_jobs gives).
     pub job_id: String,
+    /// md (the default) or json.
     #[serde(default)]
     pub format: ReportFormat,
     /// The first character of the page (0: the start).
