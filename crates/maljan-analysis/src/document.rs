@@ -81,7 +81,7 @@ pub struct RtfReport {
 /// What document_info found.
 #[derive(Debug, Clone, Default, Serialize, JsonSchema, PartialEq)]
 pub struct DocumentReport {
-    /// ole2, ooxml, pdf or rtf.
+    /// ole2, ooxml, pdf, rtf or lnk.
     pub format: String,
     pub description: String,
     /// Macros present (VBA in OLE2 or vbaProject.bin; XLM sheets).
@@ -92,7 +92,10 @@ pub struct DocumentReport {
     pub ooxml: Option<OoxmlReport>,
     pub pdf: Option<PdfReport>,
     pub rtf: Option<RtfReport>,
-    /// URLs, domains and IPs found in macro source, JavaScript and external targets.
+    /// A Windows shortcut's target, arguments, working directory and icon.
+    pub shortcut: Option<crate::document_lnk::Shortcut>,
+    /// URLs, domains and IPs found in macro source, JavaScript, external targets and a
+    /// shortcut's arguments.
     pub indicators: Vec<Indicator>,
     /// What a short read leaves out ("the PDF structure could not be parsed", …).
     pub without: Vec<String>,
@@ -270,6 +273,12 @@ fn macro_indicators(r: &DocumentReport) -> Vec<Indicator> {
             text.push('\n');
         }
     }
+    if let Some(lnk) = &r.shortcut {
+        for t in [&lnk.arguments, &lnk.target].into_iter().flatten() {
+            text.push_str(t);
+            text.push('\n');
+        }
+    }
     iocs::extract(&text, &["url", "domain", "ipv4", "ipv6", "email"])
 }
 
@@ -340,12 +349,21 @@ pub fn document_info(
                 r.rtf = Some(x);
                 r.without.push("RTF embedded objects are counted, not decoded; carve_payloads finds OLE/PE inside hex-decoded objdata only when it is stored in binary".into());
             }
+            "lnk" => {
+                r.format = "lnk".into();
+                // Described, not judged: every shortcut runs its target when opened, so
+                // auto_exec (a macro's word) stays false; the target and arguments are the facts.
+                r.shortcut = crate::document_lnk::shortcut(b);
+                if r.shortcut.is_none() {
+                    r.without.push("the shortcut's header is damaged".into());
+                }
+            }
             other => {
                 return Err(ToolError::unsupported_format(format!(
                     "not a document document_info reads: {other} ({})",
                     kind.description
                 ))
-                .with_remediation("document_info reads OLE2 (.doc/.xls/.ppt), OOXML (.docx/.xlsx/.pptx), PDF and RTF; identify_file names the tool for this file"));
+                .with_remediation("document_info reads OLE2 (.doc/.xls/.ppt), OOXML (.docx/.xlsx/.pptx), PDF, RTF and Windows shortcuts (.lnk); identify_file names the tool for this file"));
             }
         }
         r.indicators = macro_indicators(&r);
@@ -387,7 +405,7 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
             "document_info",
             "Office and PDF documents: OLE2 streams and VBA macros (with source), OOXML parts, vbaProject.bin \
              and external relationships (remote templates), DDE; PDF pages, JavaScript, OpenAction, Launch, \
-             embedded files, URIs; RTF embedded objects.",
+             embedded files, URIs; RTF embedded objects; a Windows shortcut's (.lnk) target and arguments.",
         )
         .title("Document structure")
         .timeout_s(120),

@@ -26,6 +26,7 @@ mod capabilities_code;
 pub mod carve;
 pub mod common;
 pub mod document;
+pub mod document_lnk;
 pub mod elf;
 pub mod entropy;
 pub mod external;

@@ -1,5 +1,5 @@
 //! Hostile input to member extraction: the parsers written here (cpio, uuencode, RTF `\objdata`,
-//! OLE1 and Ole10Native headers, TNEF, BinHex, ISO 9660) on random bytes and on valid containers with bytes flipped or cut
+//! OLE1 and Ole10Native headers, TNEF, BinHex, ISO 9660, shortcuts) on random bytes and on valid containers with bytes flipped or cut
 //! must not panic (they run outside any containment) and never point outside their input; the
 //! whole extraction on anything stays within its limits and contains library panics.
 
@@ -7,6 +7,7 @@ mod corpus;
 
 use maljan_analysis::{
     common::contained_panics,
+    document_lnk::shortcut,
     members::{Limits, extract},
     members_iso::iso_files,
     members_mail::{cpio_entries, ole1_native, ole10_native, rtf_objdata, uudecode_all},
@@ -92,8 +93,30 @@ fn iso_seed() -> Vec<u8> {
     iso
 }
 
+/// A shortcut with an ID list, LinkInfo and Unicode arguments.
+fn lnk_seed() -> Vec<u8> {
+    let mut l = vec![0u8; 0x4C];
+    l[0] = 0x4C;
+    l[4..8].copy_from_slice(&[0x01, 0x14, 0x02, 0x00]);
+    l[0x14] = 0x01 | 0x02 | 0x20 | 0x80;
+    l.extend_from_slice(&[
+        16, 0, 14, 0, 0x2F, b'C', b':', b'\\', 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    ]);
+    let mut info = vec![0u8; 0x1C];
+    info[0] = 0x1C + 8;
+    info[4] = 0x1C;
+    info[8] = 1;
+    info[0x10] = 0x1C;
+    info[0x18] = 0x1C + 7;
+    info.extend_from_slice(b"C:\\a.e\0\0");
+    l.extend(info);
+    l.extend_from_slice(&[2, 0, b'-', 0, b'x', 0]);
+    l
+}
+
 fn seeds() -> Vec<Vec<u8>> {
     vec![
+        lnk_seed(),
         iso_seed(),
         tnef_seed(),
         b"(This file must be converted with BinHex 4.0)\n:#'CTE'8ZG(Kd!&4&@&4dG(Kd!!!!!!'!!!!!!!:".to_vec(),
@@ -148,6 +171,9 @@ proptest! {
         }
         if let Some((_, data)) = ole10_native(&b) {
             prop_assert!(data.len() <= b.len());
+        }
+        if let Some(s) = shortcut(&b) {
+            prop_assert!(s.arguments.map_or(0, |a| a.len()) <= b.len() * 2);
         }
         for f in iso_files(&b, 1000) {
             prop_assert!(f.data.start <= f.data.end && f.data.end <= b.len());
