@@ -60,11 +60,17 @@ pub(crate) fn text_kind(b: &[u8]) -> FileKind {
         return k;
     }
     let carried = carried_executable(&b[..b.len().min(CARRIER_WINDOW)]);
-    let kind = match classify(&text) {
+    // JSON is data whatever words its strings hold (libmagic parses it before its text rules);
+    // only a whole file (within the head) is parsed.
+    let json = head.len() == b.len()
+        && matches!(text.trim_start().as_bytes().first(), Some(b'{' | b'['))
+        && serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok();
+    let class = if json { None } else { classify(&text) };
+    let kind = match class {
         Some(TextClass::Script(lang)) => FileKind::new(
             "script",
             format!("{lang} script, {enc} text"),
-            "text/plain",
+            script_mime(lang),
             script_ext(lang),
             Some("strings"),
         )
@@ -95,15 +101,23 @@ pub(crate) fn text_kind(b: &[u8]) -> FileKind {
         Some(TextClass::Sgml) => FileKind::new(
             "xml",
             format!("exported SGML document, {enc} text"),
-            "text/sgml",
+            "text/plain",
             "sgml",
             Some("iocs_from_file"),
         )
         .with("format", "sgml"),
         None => FileKind::new(
             "text",
-            format!("{enc} text"),
-            "text/plain",
+            if json {
+                format!("JSON text data, {enc} text")
+            } else {
+                format!("{enc} text")
+            },
+            if json {
+                "application/json"
+            } else {
+                "text/plain"
+            },
             "txt",
             Some("iocs_from_file"),
         ),
@@ -118,6 +132,22 @@ pub(crate) fn text_kind(b: &[u8]) -> FileKind {
             k
         }
         None => kind,
+    }
+}
+
+/// libmagic's MIME type for a script (text/plain for the languages it has no magic for).
+fn script_mime(lang: &str) -> &'static str {
+    match lang {
+        "Python" => "text/x-script.python",
+        "Ruby" => "text/x-ruby",
+        "Shell" => "text/x-shellscript",
+        "Perl" => "text/x-perl",
+        "JavaScript" => "application/javascript",
+        "PHP" => "text/x-php",
+        "Lua" => "text/x-lua",
+        "Tcl" => "text/x-tcl",
+        "awk" => "text/x-awk",
+        _ => "text/plain",
     }
 }
 
