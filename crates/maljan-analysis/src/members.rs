@@ -1,7 +1,9 @@
 //! `extract_members`: the files a sample carries, written out as child samples — archive members
-//! (zip incl. ZipCrypto / AES ones opened with the analysts' usual passwords, tar, gzip, bzip2,
-//! xz, lzma / lzip, 7z, RAR 4 and 5, cab, cpio), mail attachments (MIME base64 /
-//! quoted-printable, uuencode), RTF packaged files, HTML base64 payloads and, for anything else, the payloads `carve_payloads` finds
+//! (zip in every method incl. Deflate64 and implode, ZipCrypto / AES ones opened with the
+//! analysts' usual passwords, and a lying central directory read from its local headers; tar,
+//! gzip, bzip2, xz, lzma / lzip, zstd, lz4, 7z, RAR 4 and 5, cab, cpio, ISO 9660), mail
+//! attachments (MIME base64 / quoted-printable, nested messages, uuencode, BinHex, winmail.dat),
+//! RTF packaged files, HTML base64 payloads and, for anything else, the payloads `carve_payloads` finds
 //! (installer and SFX overlays, droppers), and a UPX-packed program's unpacked image
 //! (`source: "unpacked"`, see [`crate::unpack`]; skipped with the reason when upx is absent).
 //! Each member is hashed, identified and written (0o600,
@@ -448,8 +450,9 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
     registry.add(
         ToolMeta::new(
             "extract_members",
-            "Writes out the files the sample carries as child samples: archive members (zip incl. encrypted \
-             with infected/malware/virus, tar, gzip, bzip2, xz, 7z, rar, cab, cpio), mail attachments (MIME, uuencode), \
+            "Writes out the files the sample carries as child samples: archive members (zip in any method incl. \
+             Deflate64, encrypted with infected/malware/virus, or with a lying central directory; tar, gzip, bzip2, \
+             xz, zstd, lz4, 7z, rar, cab, cpio, ISO 9660 images), mail attachments (MIME, uuencode, BinHex, winmail.dat), \
              RTF embedded objects and packaged files, HTML/SVG base64 payloads (data: URIs, smuggling scripts), \
              carved payloads and a UPX-packed program's unpacked image (when upx is on the host), each hashed \
              and identified, bounded in count, bytes and expansion ratio.",
