@@ -245,9 +245,8 @@ impl Grep {
         })
     }
 
+    /// `line` comes without its line end.
     fn hit(&self, path: &Path, n: u64, line: &[u8], out: &mut Vec<GrepHit>) -> bool {
-        let line = line.strip_suffix(b"\n").unwrap_or(line);
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
         if !self.matches(&self.line, line) {
             return !self.full();
         }
@@ -283,7 +282,7 @@ impl Grep {
             if self.whole.as_ref().is_some_and(|w| !self.matches(w, &buf)) {
                 return;
             }
-            for (i, line) in buf.split_inclusive(|&b| b == b'\n').enumerate() {
+            for (i, line) in universal_lines(&buf).enumerate() {
                 if !self.hit(path, i as u64 + 1, line, out) {
                     return;
                 }
@@ -304,13 +303,38 @@ impl Grep {
                         return;
                     }
                 }
-                n += 1;
-                if !self.hit(path, n, &line, out) {
-                    return;
+                // read_until keeps a \r\n whole, so a lone \r inside the chunk ends a line too.
+                for piece in universal_lines(&line) {
+                    n += 1;
+                    if !self.hit(path, n, piece, out) {
+                        return;
+                    }
                 }
             }
         }
     }
+}
+
+/// The lines of `bytes` as Python's universal newlines read them: `\n`, `\r\n` and a lone `\r`
+/// each end a line; the ends are not part of the lines, and a final end adds no empty line.
+fn universal_lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = bytes;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let Some(end) = rest.iter().position(|&b| b == b'\n' || b == b'\r') else {
+            return Some(std::mem::take(&mut rest));
+        };
+        let line = &rest[..end];
+        let width = if rest[end..].starts_with(b"\r\n") {
+            2
+        } else {
+            1
+        };
+        rest = &rest[end + width..];
+        Some(line)
+    })
 }
 
 fn grep(
@@ -406,4 +430,18 @@ pub(crate) fn fast_find(
     // were left out.
     let truncated = count.load(Ordering::Relaxed) > max;
     Ok((found.into_iter().flatten().collect(), truncated))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::universal_lines;
+
+    #[test]
+    fn each_python_line_end_ends_a_line() {
+        let lines = |b: &'static [u8]| universal_lines(b).collect::<Vec<_>>();
+        assert_eq!(lines(b"x\ry\rz"), [b"x", b"y", b"z"]);
+        assert_eq!(lines(b"a\r\nb\n\rc\r"), [&b"a"[..], b"b", b"", b"c"]);
+        assert_eq!(lines(b"\n\n"), [b"", b""]);
+        assert!(lines(b"").is_empty());
+    }
 }
