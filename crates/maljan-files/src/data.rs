@@ -529,7 +529,7 @@ fn store(
             .map(|s| s + "\n")
             .map_err(|e| ToolError::tool_failed(e.to_string()))?,
         Format::Yaml => {
-            serde_yaml_ng::to_string(doc).map_err(|e| ToolError::tool_failed(e.to_string()))?
+            crate::yaml11::to_string(doc).map_err(|e| ToolError::tool_failed(e.to_string()))?
         }
     };
     c.write_atomic(path, given, text.as_bytes())

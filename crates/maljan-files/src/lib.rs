@@ -58,6 +58,7 @@ mod tree;
 mod unzip;
 mod walk;
 mod watch;
+mod yaml11;
 
 /// The arguments of an action that takes none.
 #[derive(serde::Deserialize, schemars::JsonSchema)]
