@@ -10,7 +10,9 @@
 use std::{path::Path, sync::Arc};
 
 use arrow_array::{
-    Array, ArrayAccessor, ArrayRef, RecordBatch, builder::StringBuilder, cast::AsArray,
+    Array, ArrayAccessor, ArrayRef, RecordBatch,
+    builder::{ListBuilder, StringBuilder},
+    cast::AsArray,
 };
 use arrow_json::{
     Encoder, EncoderFactory, EncoderOptions,
@@ -34,6 +36,9 @@ use crate::{
     data::{csv_err, default_comma, default_utf8, delimiter, read_csv},
     paths::{Opened, show},
 };
+
+#[path = "parquet_kinds.rs"]
+mod kinds;
 
 /// The most JSON FA_parquet_read answers with: a whole multi-gigabyte file rendered as records
 /// would take the server's memory with it. `limit` and `columns` narrow a bigger answer.
@@ -156,7 +161,7 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
     reg.add(
         ToolMeta::new(
             "FA_csv_to_parquet",
-            "Convert a CSV file (header row first) to Parquet, every column a string as automation-file writes it.",
+            "Convert a CSV file (header row first) to Parquet, every column a string as automation-file writes it (a long row's extra cells as a list in a last column `None`).",
         )
         .destructive()
         .timeout_s(600),
@@ -323,11 +328,16 @@ fn arrow_read_err(given: &str, e: ArrowError) -> ToolError {
 
 /// The records as one batch, with the schema arrow-json infers from them.
 fn records_to_batch(records: &[Map<String, Value>]) -> Result<RecordBatch, ToolError> {
-    let bad = |e: ArrowError| {
-        ToolError::bad_argument(format!("the records do not make one table: {e}")).with_remediation(
+    let refuse = |why: String| {
+        ToolError::bad_argument(format!("the records do not make one table: {why}")).with_remediation(
             "give each key values of one kind in every record (numbers, strings, booleans, lists or objects)",
         )
     };
+    let bad = |e: ArrowError| refuse(e.to_string());
+    // Refused as automation-file (pyarrow) refuses them, not written as text.
+    if let Some(why) = kinds::mixed_kinds(records) {
+        return Err(refuse(why));
+    }
     let schema = arrow_json::reader::infer_json_schema_from_iterator(
         records.iter().map(|r| Ok(Value::Object(r.clone()))),
     )
@@ -351,7 +361,9 @@ fn records_to_batch(records: &[Map<String, Value>]) -> Result<RecordBatch, ToolE
 }
 
 /// The CSV as one batch of nullable string columns named by the header. A short row's missing
-/// fields are null (csv.DictReader's restval=None); a row longer than the header is refused.
+/// fields are null (csv.DictReader's restval=None); a long row's extra cells are kept as a list
+/// in a last column named `None`, where csv.DictReader puts them (restkey=None) and pyarrow
+/// writes them. Rows without extras have null there; the column exists only when a row has some.
 fn csv_to_batch(
     header: Vec<String>,
     mut rows: csv::Reader<impl std::io::Read>,
@@ -370,31 +382,47 @@ fn csv_to_batch(
         .with_remediation("rename one of the columns"));
     }
     let mut builders: Vec<StringBuilder> = header.iter().map(|_| StringBuilder::new()).collect();
-    for (n, rec) in rows.records().enumerate() {
+    let mut extras = ListBuilder::new(StringBuilder::new());
+    let mut ragged = false;
+    for rec in rows.records() {
         let rec = rec.map_err(csv_err(given))?;
-        if rec.len() > header.len() {
-            return Err(ToolError::unsupported_format(format!(
-                "row {} of {given} has {} fields; the header has {}",
-                n + 2,
-                rec.len(),
-                header.len()
-            )));
-        }
         for (i, b) in builders.iter_mut().enumerate() {
             b.append_option(rec.get(i));
         }
+        if rec.len() > header.len() {
+            ragged = true;
+            for cell in rec.iter().skip(header.len()) {
+                extras.values().append_value(cell);
+            }
+            extras.append(true);
+        } else {
+            extras.append(false);
+        }
     }
-    let fields: Vec<Field> = header
+    if ragged && seen.contains(EXTRAS) {
+        return Err(ToolError::unsupported_format(format!(
+            "{given} has rows longer than its header and a column named '{EXTRAS}' already"
+        )));
+    }
+    let mut fields: Vec<Field> = header
         .iter()
         .map(|h| Field::new(h, DataType::Utf8, true))
         .collect();
-    let arrays: Vec<ArrayRef> = builders
+    let mut arrays: Vec<ArrayRef> = builders
         .into_iter()
         .map(|mut b| Arc::new(b.finish()) as ArrayRef)
         .collect();
+    if ragged {
+        let list = extras.finish();
+        fields.push(Field::new(EXTRAS, list.data_type().clone(), true));
+        arrays.push(Arc::new(list));
+    }
     RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
         .map_err(|e| ToolError::tool_failed(format!("building the table of {given}: {e}")))
 }
+
+/// The column of a long row's extra cells: Python's `str(None)`, as pyarrow names the key None.
+const EXTRAS: &str = "None";
 
 /// Writes the batch as a snappy-compressed Parquet file, atomically.
 fn store(c: &Config, path: &Path, given: &str, batch: &RecordBatch) -> Result<WriteOut, ToolError> {
@@ -469,8 +497,8 @@ mod tests {
     #[test]
     fn inferred_types_follow_the_values() {
         let batch = records_to_batch(&objects(json!([
-            {"i": 1, "f": 1, "s": "x", "b": true, "mixed": 1},
-            {"i": 2, "f": 2.5, "s": null, "b": false, "mixed": "two", "late": [1, 2]}
+            {"i": 1, "f": 1, "s": "x", "b": true, "n": null},
+            {"i": 2, "f": 2.5, "s": null, "b": false, "n": "two", "late": [1, 2]}
         ])))
         .unwrap();
         let cols: Vec<(String, String)> = columns_of(&batch.schema())
@@ -481,7 +509,7 @@ mod tests {
         assert_eq!(cols[1], ("f".into(), "Float64".into()));
         assert_eq!(cols[2], ("s".into(), "Utf8".into()));
         assert_eq!(cols[3], ("b".into(), "Boolean".into()));
-        assert_eq!(cols[4], ("mixed".into(), "Utf8".into()));
+        assert_eq!(cols[4], ("n".into(), "Utf8".into()));
         assert_eq!(cols[5].0, "late");
         assert_eq!(batch.num_rows(), 2);
     }
@@ -490,6 +518,12 @@ mod tests {
     fn records_that_cannot_share_a_column_are_refused() {
         let err = records_to_batch(&objects(json!([{"a": 1}, {"a": {"x": 1}}]))).unwrap_err();
         assert_eq!(err.code.as_str(), "bad_argument", "{}", err.message);
+        let err = records_to_batch(&objects(json!([{"a": 1}, {"a": "two"}]))).unwrap_err();
+        assert!(
+            err.message.contains("numbers and strings"),
+            "{}",
+            err.message
+        );
         let err = records_to_batch(&objects(json!([{}]))).unwrap_err();
         assert!(err.message.contains("no keys"), "{}", err.message);
     }
@@ -504,13 +538,21 @@ mod tests {
     }
 
     #[test]
-    fn csv_short_rows_are_null_and_long_rows_refused() {
+    fn csv_short_rows_are_null_and_long_rows_keep_their_extras() {
         let batch = csv_batch("a;b\n1;2\n3\n", b';').unwrap();
         assert_eq!(batch.num_rows(), 2);
+        assert_eq!(
+            batch.num_columns(),
+            2,
+            "no extras column without a long row"
+        );
         assert_eq!(batch.column(1).null_count(), 1);
         assert_eq!(batch.column(0).as_string::<i32>().value(1), "3");
-        let err = csv_batch("a,b\n1,2,3\n", b',').unwrap_err();
-        assert!(err.message.contains("row 2"), "{}", err.message);
+        let batch = csv_batch("a,b\n1,2,3,4\n5,6\n", b',').unwrap();
+        assert_eq!(batch.schema().field(2).name(), "None");
+        assert_eq!(batch.column(2).null_count(), 1);
+        let err = csv_batch("None,b\n1,2,3\n", b',').unwrap_err();
+        assert!(err.message.contains("named 'None'"), "{}", err.message);
         let err = csv_batch("a,a\n1,2\n", b',').unwrap_err();
         assert!(err.message.contains("'a' twice"), "{}", err.message);
         let err = csv_batch("", b',').unwrap_err();
