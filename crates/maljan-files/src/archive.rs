@@ -210,23 +210,28 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                     .map(|f| c.existing_file(f))
                     .collect::<Result<Vec<_>, _>>()?;
                 let zip_path = c.target(&a.zip_file_path)?;
+                let names = member_names(&sources, &a.zip_file_path)?;
                 blocking(move || {
-                    let out = c
-                        .roots
-                        .create_file(&zip_path, &a.zip_file_path, Create::Truncate)?;
-                    let mut zw = ZipWriter::new(BufWriter::new(out));
-                    for src in &sources {
-                        let name = src
-                            .path
-                            .file_name()
-                            .unwrap_or_default()
-                            .to_string_lossy()
-                            .into_owned();
-                        zw.start_file(name, file_options(src.file.metadata().ok().as_ref()))
-                            .map_err(zip_err(&a.zip_file_path))?;
-                        copy_data(&src.file, &mut zw, &a.zip_file_path, &|| ctx.is_cancelled())?;
-                    }
-                    zw.finish().map_err(zip_err(&a.zip_file_path))?;
+                    // Written beside the target and renamed over it: a failure leaves no
+                    // half-written archive (and an older one at that path untouched).
+                    c.roots
+                        .write_atomic_with(&zip_path, &a.zip_file_path, |out| {
+                            let mut zw = ZipWriter::new(BufWriter::new(out));
+                            for (src, name) in sources.iter().zip(names) {
+                                zw.start_file(
+                                    name,
+                                    file_options(src.file.metadata().ok().as_ref()),
+                                )
+                                .map_err(zip_err(&a.zip_file_path))?;
+                                copy_data(&src.file, &mut zw, &a.zip_file_path, &|| {
+                                    ctx.is_cancelled()
+                                })?;
+                            }
+                            zw.finish()
+                                .map_err(zip_err(&a.zip_file_path))?
+                                .flush()
+                                .map_err(io_err(&a.zip_file_path))
+                        })?;
                     Ok(ArchiveOut {
                         path: show(&zip_path),
                         members: sources.len(),
@@ -521,6 +526,31 @@ pub(crate) fn by_name<'a>(
     })
 }
 
+/// The base name each source is stored under. Two sources of one base name are refused before
+/// anything is written: automation-file writes both under that name (Python warns "Duplicate
+/// name"), and an unzip then keeps only one of them, silently.
+fn member_names(sources: &[Opened], given: &str) -> Result<Vec<String>, ToolError> {
+    let mut first_of: std::collections::HashMap<String, &str> = Default::default();
+    let mut names = Vec::with_capacity(sources.len());
+    for src in sources {
+        let name = src
+            .path
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .into_owned();
+        if let Some(first) = first_of.insert(name.clone(), &src.given) {
+            return Err(ToolError::bad_argument(format!(
+                "{first} and {} would both be stored in {given} as '{name}'",
+                src.given
+            ))
+            .with_remediation("zip files of one base name into separate archives, or rename one"));
+        }
+        names.push(name);
+    }
+    Ok(names)
+}
+
 fn zip_dir(
     c: &Config,
     dir: &Path,
@@ -528,6 +558,9 @@ fn zip_dir(
     given: &str,
     ctx: &ToolContext,
 ) -> Result<usize, ToolError> {
+    if let Some(parent) = zip_path.parent() {
+        c.roots.create_dir_all(parent, given)?;
+    }
     let out = c.roots.create_file(zip_path, given, Create::Truncate)?;
     let mut zw = ZipWriter::new(BufWriter::with_capacity(1 << 20, out));
     let mut members = 0;

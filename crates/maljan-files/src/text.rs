@@ -254,6 +254,9 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                     .collect::<Result<Vec<_>, _>>()?;
                 let target = c.target(&a.target_path)?;
                 blocking(move || {
+                    if let Some(parent) = target.parent() {
+                        c.roots.create_dir_all(parent, &a.target_path)?;
+                    }
                     let mut total = 0;
                     c.roots.write_atomic_with(&target, &a.target_path, |out| {
                         for p in &parts {
@@ -289,6 +292,10 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
                 let src = c.existing_file(&a.file_path)?;
                 let target = c.target(&a.target_path)?;
                 blocking(move || {
+                    // Made before the conversion is tried, as automation-file makes it.
+                    if let Some(parent) = target.parent() {
+                        c.roots.create_dir_all(parent, &a.target_path)?;
+                    }
                     let raw = src.bytes()?;
                     let text = decode_text(&raw, &a.source_encoding, &a.errors)?;
                     let bytes = encode_text(&text, &a.target_encoding, &a.errors)?;
