@@ -20,6 +20,7 @@ use object_store::ObjectStore;
 pub(crate) mod cloud_actions;
 mod ftp;
 pub(crate) mod guard;
+pub(crate) mod mimetypes;
 pub(crate) mod mirror;
 pub(crate) mod object;
 pub mod profiles;

@@ -211,6 +211,17 @@ pub(crate) async fn digest(
     Ok(hex::encode(hasher.finalize()))
 }
 
+/// The modification time of a local file, when `at` is one.
+fn local_mtime(c: &Config, at: &Location) -> Option<std::time::SystemTime> {
+    let Location::Local { path } = at else {
+        return None;
+    };
+    std::fs::metadata(c.existing(path).ok()?)
+        .ok()?
+        .modified()
+        .ok()
+}
+
 async fn copied_info(c: &Config, to: &Location) -> Result<Info, ToolError> {
     transfer::stat(c, to).await
 }
@@ -439,7 +450,16 @@ pub(crate) fn register(reg: &mut Registry, cfg: &Arc<Config>) {
         |c, ctx, a: CopyArgs| async move {
             let from = uri::parse(&c, &a.source, &a.profile)?;
             let to = uri::parse(&c, &a.target, &a.profile)?;
+            let kept_mtime = local_mtime(&c, &from);
             transfer::copy(&c, &ctx, &from, &to, a.overwrite).await?;
+            // A local move keeps the file's time, as automation-file's rename keeps it.
+            if let (Some(mtime), Location::Local { path }) = (kept_mtime, &to) {
+                let moved = c.existing(path)?;
+                c.roots
+                    .open_file(&moved, path)?
+                    .set_modified(mtime)
+                    .map_err(|e| ToolError::io(path, e))?;
+            }
             transfer::delete(&c, &from, false, false).await?;
             copied_info(&c, &to).await
         },

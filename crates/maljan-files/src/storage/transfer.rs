@@ -184,6 +184,10 @@ pub(crate) async fn write(
             if target.is_dir() {
                 return Err(ToolError::bad_argument(format!("{path} is a directory")));
             }
+            // Missing folders are made, as automation-file's local backend makes them.
+            if let Some(parent) = target.parent() {
+                c.roots.create_dir_all(parent, path)?;
+            }
             let part = c.target(&format!("{}.part", show(&target)))?;
             let file = c.roots.create_file(&part, path, Create::Truncate)?;
             let mut guard = Partial {
@@ -304,8 +308,10 @@ fn local_info(path: &std::path::Path, rel: String, meta: &std::fs::Metadata) -> 
         .modified()
         .ok()
         .map(|t| chrono::DateTime::<chrono::Utc>::from(t).to_rfc3339());
+    let is_file = !meta.is_dir();
     Info {
-        uri: format!("file://{}", show(path)),
+        // automation-file's local backend names its files local:///abs/path.
+        uri: format!("local://{}", show(path)),
         name: path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -315,7 +321,9 @@ fn local_info(path: &std::path::Path, rel: String, meta: &std::fs::Metadata) -> 
         modified_at: modified,
         etag: None,
         version: None,
-        content_type: None,
+        content_type: is_file
+            .then(|| super::mimetypes::guess(&path.to_string_lossy()))
+            .flatten(),
         metadata: Default::default(),
         path: rel,
     }
@@ -395,8 +403,9 @@ pub(crate) async fn stat(c: &Config, at: &Location) -> Result<Info, ToolError> {
         Location::Local { path } => {
             let resolved = c.existing(path)?;
             let meta = std::fs::metadata(&resolved).map_err(|e| ToolError::io(path, e))?;
-            let name = name_of(&show(&resolved));
-            Ok(local_info(&resolved, name, &meta))
+            // automation-file's path of a local file: the absolute path without its leading /.
+            let rooted = show(&resolved).trim_start_matches('/').to_string();
+            Ok(local_info(&resolved, rooted, &meta))
         }
     }
 }
