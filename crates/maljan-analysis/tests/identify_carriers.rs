@@ -104,3 +104,45 @@ fn symbian_sis_packages_are_recognised() {
         "Symbian installation file (EPOC release 3/4/5)"
     );
 }
+
+/// The same answers through the served tool (`maljan serve analysis`'s registry).
+#[tokio::test]
+async fn the_served_identify_file_names_the_carrier_and_the_package() {
+    use maljan_analysis::{AnalysisConfig, registry};
+    use maljan_server::{Roots, ToolServer};
+    use tokio_util::sync::CancellationToken;
+
+    let dir = tempfile::tempdir().unwrap();
+    let samples = dir.path().join("samples");
+    std::fs::create_dir(&samples).unwrap();
+    let page = format!(
+        "<!DOCTYPE html>\n<html><body><a href=\"data:application/x-msdownload;base64,{}\">x</a></body></html>\n",
+        program_b64()
+    );
+    std::fs::write(samples.join("invoice.html"), page).unwrap();
+    let sis = [&0x1020_1A7Au32.to_le_bytes()[..], &[0u8; 60]].concat();
+    std::fs::write(samples.join("app.sis"), sis).unwrap();
+    let config = AnalysisConfig {
+        roots: Roots::new([&samples]).unwrap(),
+        work_dir: maljan_analysis::WorkDir::private_under(&dir.path().join("work")).unwrap(),
+        rules_dir: None,
+        builtin_rules: false,
+    };
+    let server = ToolServer::new("analysis", "test", registry(config));
+    for (name, kind, words) in [
+        ("invoice.html", "html", "carrying an executable"),
+        ("app.sis", "sis", "Symbian installation file"),
+    ] {
+        let mut args = serde_json::Map::new();
+        let path = samples.join(name).display().to_string();
+        args.insert("path".into(), path.into());
+        let out = server
+            .call("identify_file", args, CancellationToken::new(), None)
+            .await
+            .expect("identify_file is served");
+        assert!(!out.is_error, "{}", out.value);
+        assert_eq!(out.value["kind"], kind, "{}", out.value);
+        let desc = out.value["description"].as_str().unwrap();
+        assert!(desc.contains(words), "{desc}");
+    }
+}
