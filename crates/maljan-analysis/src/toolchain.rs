@@ -22,6 +22,10 @@ use crate::{
     pe::{PeInfo, PeParts, pe_info},
 };
 
+#[path = "toolchain_signatures.rs"]
+mod signatures;
+use signatures::{FILE_START, SIGNATURES};
+
 #[derive(Debug, Clone, Copy, Serialize, JsonSchema, PartialEq, Eq, PartialOrd, Ord)]
 #[serde(rename_all = "snake_case")]
 pub enum Category {
@@ -43,7 +47,8 @@ pub enum Confidence {
 /// One fact behind a finding.
 #[derive(Debug, Clone, Serialize, JsonSchema, PartialEq)]
 pub struct Evidence {
-    /// section_name, entry_point, string, overlay, linker_version, rich_header, clr_header, entropy.
+    /// section_name, entry_point, header (the file's first bytes), string, overlay,
+    /// linker_version, rich_header, clr_header, entropy.
     pub kind: String,
     /// What was seen ("section UPX0", the string found, the bytes at the entry point, …).
     pub detail: String,
@@ -61,280 +66,7 @@ pub struct Finding {
     pub evidence: Vec<Evidence>,
 }
 
-/// A family known by its marks: any `sections` name (PE), any `entry` pattern at the entry point
-/// (hex, `??` for any byte), any `strings` anywhere. `min` marks make a finding.
-struct Signature {
-    name: &'static str,
-    category: Category,
-    sections: &'static [&'static str],
-    entry: &'static [&'static str],
-    strings: &'static [&'static str],
-    min: usize,
-}
-
-const fn sig(
-    name: &'static str,
-    category: Category,
-    sections: &'static [&'static str],
-    entry: &'static [&'static str],
-    strings: &'static [&'static str],
-    min: usize,
-) -> Signature {
-    Signature {
-        name,
-        category,
-        sections,
-        entry,
-        strings,
-        min,
-    }
-}
-
 use Category::*;
-
-/// The signatures. Strings are matched as bytes; `\0` ends a name so a prefix does not match.
-const SIGNATURES: &[Signature] = &[
-    sig(
-        "UPX",
-        Packer,
-        &["UPX0", "UPX1", "UPX2"],
-        &[
-            "60 BE ?? ?? ?? ?? 8D BE ?? ?? ?? ??",
-            "53 56 57 55 48 8D 35",
-        ],
-        &[
-            "UPX!",
-            "$Info: This file is packed with the UPX executable packer",
-        ],
-        2,
-    ),
-    sig(
-        "ASPack",
-        Packer,
-        &[".aspack", ".adata"],
-        &["60 E8 03 00 00 00 E9 EB", "60 E8 00 00 00 00 5D 81 ED"],
-        &["ASPack"],
-        1,
-    ),
-    sig(
-        "FSG",
-        Packer,
-        &[],
-        &[
-            "87 25 ?? ?? ?? ?? 61 94 55 A4 B6 80 FF 13",
-            "BB D0 01 40 00 BF 00 10 40 00 BE",
-        ],
-        &[],
-        1,
-    ),
-    sig(
-        "MEW",
-        Packer,
-        &["MEW", "MEWF"],
-        &["E9 ?? ?? ?? FF 0C ?? 00"],
-        &[],
-        1,
-    ),
-    sig(
-        "PESpin",
-        Protector,
-        &[".taz"],
-        &["EB 01 ?? 60 E8 00 00 00 00 8B 1C 24 83 C3"],
-        &[],
-        1,
-    ),
-    sig(
-        "Petite",
-        Packer,
-        &[".petite"],
-        &["B8 ?? ?? ?? ?? 66 9C 60 50", "B8 ?? ?? ?? ?? 6A 00 68"],
-        &[],
-        1,
-    ),
-    sig(
-        "Upack",
-        Packer,
-        &[".Upack", ".ByDwing"],
-        &["BE ?? ?? ?? ?? AD 50 FF 76 34 EB 7C"],
-        &["ByDwing"],
-        1,
-    ),
-    sig(
-        "WWPack32",
-        Packer,
-        &[".WWP32", ".WWPACK"],
-        &["53 55 8B E8 33 DB EB 60"],
-        &["WWPack32"],
-        1,
-    ),
-    sig(
-        "yoda's Crypter",
-        Protector,
-        &["yC", ".yC"],
-        &["60 E8 00 00 00 00 5D 81 ED ?? ?? ?? ?? B9 ?? ?? 00 00 8D BD"],
-        &[],
-        1,
-    ),
-    sig("yoda's Protector", Protector, &[".yP"], &[], &[], 1),
-    sig(
-        "MPRESS",
-        Packer,
-        &[".MPRESS1", ".MPRESS2"],
-        &["60 E8 00 00 00 00 58 05"],
-        &[],
-        1,
-    ),
-    sig(
-        "Themida/WinLicense",
-        Protector,
-        &[".themida", ".winlice", ".boot"],
-        &["B8 00 00 00 00 60 0B C0 74 68 E8"],
-        &["Themida", "WinLicense"],
-        1,
-    ),
-    sig(
-        "VMProtect",
-        Protector,
-        &[".vmp0", ".vmp1", ".vmp2"],
-        &[],
-        &["VMProtect begin", "VMProtectSDK"],
-        1,
-    ),
-    sig(
-        "Enigma Protector",
-        Protector,
-        &[".enigma1", ".enigma2"],
-        &[],
-        &[],
-        1,
-    ),
-    sig(
-        "NSIS",
-        Installer,
-        &[".ndata"],
-        &[],
-        &["Nullsoft Install System", "NullsoftInst", "NSIS Error"],
-        1,
-    ),
-    sig(
-        "Inno Setup",
-        Installer,
-        &[],
-        &[],
-        &[
-            "Inno Setup Setup Data",
-            "InnoSetupLdrWindow",
-            "Inno Setup Messages",
-            "rDlPtS",
-        ],
-        1,
-    ),
-    sig(
-        "InstallShield",
-        Installer,
-        &[],
-        &[],
-        &["InstallShield", "ISSetupStream", "ISSetup.dll"],
-        2,
-    ),
-    sig("WiX Burn", Installer, &[".wixburn"], &[], &[], 1),
-    sig(
-        "ConfuserEx",
-        Obfuscator,
-        &[],
-        &[],
-        &["ConfusedByAttribute", "ConfuserEx v"],
-        1,
-    ),
-    sig(
-        "Dotfuscator",
-        Obfuscator,
-        &[],
-        &[],
-        &["DotfuscatorAttribute"],
-        1,
-    ),
-    sig(
-        "SmartAssembly",
-        Obfuscator,
-        &[],
-        &[],
-        &["SmartAssembly.Attributes", "PoweredByAttribute"],
-        1,
-    ),
-    sig(
-        "PyInstaller",
-        Packer,
-        &[],
-        &[],
-        &["MEI\x0c\x0b\x0a\x0b\x0e", "_MEIPASS", "PyInstaller"],
-        1,
-    ),
-    sig(
-        "Nuitka",
-        Compiler,
-        &[],
-        &[],
-        &["NUITKA_ONEFILE_PARENT", "__nuitka_", "Nuitka"],
-        1,
-    ),
-    sig(
-        "AutoIt",
-        Compiler,
-        &[],
-        &[],
-        &["AU3!EA06", "AutoIt v3", ">>>AUTOIT SCRIPT<<<"],
-        1,
-    ),
-    sig(
-        "Go",
-        Compiler,
-        &[".symtab", ".go.buildinfo"],
-        &[],
-        &["\u{ff} Go buildinf:", "Go build ID: \"", "runtime.gopanic"],
-        2,
-    ),
-    sig(
-        "Rust",
-        Compiler,
-        &[],
-        &[],
-        &[
-            "/rustc/",
-            "RUST_BACKTRACE",
-            "library/core/src/",
-            "library/std/src/",
-        ],
-        2,
-    ),
-    sig(
-        "Delphi",
-        Compiler,
-        &["CODE", "DATA", "BSS"],
-        &[],
-        &[
-            "SOFTWARE\\Borland\\Delphi",
-            "Embarcadero Delphi",
-            "\x07TObject",
-            "FastMM Borland",
-        ],
-        2,
-    ),
-    sig(
-        "MinGW GCC",
-        Compiler,
-        &[],
-        &[],
-        &[
-            "Mingw-w64 runtime failure",
-            "libgcc_s_dw2-1.dll",
-            "GCC: (GNU)",
-            "__mingw_",
-        ],
-        1,
-    ),
-    sig("GCC", Compiler, &[], &[], &["GCC: ("], 1),
-];
 
 /// What the sample is made with.
 pub fn detect(b: &[u8], budget: &Budget) -> Result<Vec<Finding>, ToolError> {
@@ -362,6 +94,18 @@ pub fn detect(b: &[u8], budget: &Budget) -> Result<Vec<Finding>, ToolError> {
         };
         let hits = strings_found(b, budget)?;
         let entry = pe.as_ref().and_then(|p| entry_bytes(b, p));
+        // Stubs share prologues (`60 E8 00 00 00 00 5D 81 ED` opens ASPack's, yoda's and
+        // Enigma's): only the longest entry-point pattern that matches speaks, as the most
+        // specific description of the stub.
+        let longest_entry = entry.as_ref().map_or(0, |(_, bytes)| {
+            SIGNATURES
+                .iter()
+                .flat_map(|s| s.entry.iter())
+                .filter(|pat| pattern_matches(pat, bytes))
+                .map(|pat| pattern_len(pat))
+                .max()
+                .unwrap_or(0)
+        });
         let mut findings = Vec::new();
         for s in SIGNATURES {
             let mut evidence = Vec::new();
@@ -374,13 +118,18 @@ pub fn detect(b: &[u8], budget: &Budget) -> Result<Vec<Finding>, ToolError> {
             }
             if let Some((at, bytes)) = &entry {
                 for pat in s.entry {
-                    if pattern_matches(pat, bytes) {
+                    if pattern_len(pat) == longest_entry && pattern_matches(pat, bytes) {
                         evidence.push(ev(
                             "entry_point",
                             format!("entry point bytes {pat}"),
                             Some(*at),
                         ));
                     }
+                }
+            }
+            for (_, pat) in FILE_START.iter().filter(|(name, _)| *name == s.name) {
+                if pattern_matches(pat, b) {
+                    evidence.push(ev("header", format!("file starts {pat}"), Some(0)));
                 }
             }
             for text in s.strings {
@@ -462,6 +211,11 @@ fn entry_bytes<'b>(b: &'b [u8], p: &PeInfo) -> Option<(u64, &'b [u8])> {
     let at = (p.entry_point - s.virtual_address) as usize + s.raw_offset as usize;
     let bytes = b.get(at..)?;
     Some((at as u64, &bytes[..bytes.len().min(32)]))
+}
+
+/// How many bytes `pat` spans.
+fn pattern_len(pat: &str) -> usize {
+    pat.split_whitespace().count()
 }
 
 /// `pat` (hex bytes, `??` any) against the start of `bytes`.

@@ -35,8 +35,9 @@ fn corpus() -> (PathBuf, Vec<PathBuf>) {
 
 /// DIE's families for each file, from `scripts/packer_corpus.py --die` under the peers' Python.
 fn die_families(files: &[PathBuf]) -> Vec<BTreeSet<String>> {
-    let py = std::env::var("MALJAN_PY")
-        .expect("MALJAN_PY is not set: run `eval \"$(scripts/peers.sh)\"` (die-python lives there)");
+    let py = std::env::var("MALJAN_PY").expect(
+        "MALJAN_PY is not set: run `eval \"$(scripts/peers.sh)\"` (die-python lives there)",
+    );
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/packer_corpus.py");
     let mut child = Command::new(py)
         .arg(script)
@@ -50,7 +51,10 @@ fn die_families(files: &[PathBuf]) -> Vec<BTreeSet<String>> {
     let writer = std::thread::spawn(move || stdin.write_all(list.as_bytes()).unwrap());
     let out = child.wait_with_output().unwrap();
     writer.join().unwrap();
-    assert!(out.status.success(), "Detect It Easy failed: is die-python installed in MALJAN_PY?");
+    assert!(
+        out.status.success(),
+        "Detect It Easy failed: is die-python installed in MALJAN_PY?"
+    );
     let lines: Vec<Value> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -73,7 +77,12 @@ fn die_families(files: &[PathBuf]) -> Vec<BTreeSet<String>> {
 #[test]
 fn detect_packer_names_what_detect_it_easy_names_on_95_percent_of_the_packer_corpus() {
     let (dir, files) = corpus();
-    assert!(files.len() >= 300, "{} files in {}", files.len(), dir.display());
+    assert!(
+        files.len() >= 300,
+        "{} files in {}",
+        files.len(),
+        dir.display()
+    );
     let die = die_families(&files);
     let (mut named, mut agreed) = (0usize, 0usize);
     let mut families_seen = BTreeSet::new();
@@ -93,7 +102,10 @@ fn detect_packer_names_what_detect_it_easy_names_on_95_percent_of_the_packer_cor
         if theirs.is_subset(&ours) {
             agreed += 1;
         } else {
-            disagreements.push(format!("{}: DIE {theirs:?}, maljan {ours:?}", path.display()));
+            disagreements.push(format!(
+                "{}: DIE {theirs:?}, maljan {ours:?}",
+                path.display()
+            ));
         }
     }
     let share = agreed as f64 / named as f64;
@@ -108,5 +120,8 @@ fn detect_packer_names_what_detect_it_easy_names_on_95_percent_of_the_packer_cor
         assert!(families_seen.contains(family), "DIE named no {family}");
     }
     assert!(named >= 200, "DIE named only {named} files");
-    assert!(share >= 0.95, "agreement {agreed}/{named}: {disagreements:#?}");
+    assert!(
+        share >= 0.95,
+        "agreement {agreed}/{named}: {disagreements:#?}"
+    );
 }
