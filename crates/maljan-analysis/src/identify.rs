@@ -208,7 +208,8 @@ pub fn identify(b: &[u8]) -> FileKind {
             "Windows shortcut (LNK)",
             "application/x-ms-shortcut",
             "lnk",
-            None,
+            // document_info reads its target and arguments.
+            Some("document_info"),
         );
     }
     if let Some(k) = crate::identify_formats::by_magic(b) {

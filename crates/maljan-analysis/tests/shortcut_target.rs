@@ -140,6 +140,15 @@ fn a_shortcut_with_only_an_id_list_or_an_environment_block_still_names_its_targe
 #[tokio::test]
 async fn document_info_reads_a_shortcut_and_its_url_is_an_indicator() {
     let srv = Server::new(&[("Invoice.pdf.lnk", cradle_lnk())]);
+    // identify_file routes a shortcut to document_info, so `maljan analyze` reads it too.
+    let (kind, _) = srv
+        .call(
+            "identify_file",
+            json!({"path": srv.path("Invoice.pdf.lnk")}),
+        )
+        .await;
+    assert_eq!(kind["kind"], "lnk", "{kind}");
+    assert_eq!(kind["analysis_tool"], "document_info", "{kind}");
     let (v, is_error) = srv
         .call(
             "document_info",
