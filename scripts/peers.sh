@@ -173,6 +173,12 @@ if ! command -v llvm-objdump >/dev/null 2>&1; then
   echo "installing llvm (llvm-objdump, the Mach-O parity test's reference)" >&2
   { apt-get update -qq && apt-get install -y -qq llvm; } >&2
 fi
+# The help-file tests (crates/maljan-analysis/tests/extract_help_files.rs, maljan-agent's
+# help_file_carries_program.rs) compile CHMs with Free Pascal's chmcmd (Debian's fp-utils).
+if ! command -v chmcmd >/dev/null 2>&1; then
+  echo "installing fp-utils-3.2.2 (chmcmd, the CHM compiler of the help-file tests)" >&2
+  { apt-get update -qq && apt-get install -y -qq fp-utils-3.2.2; } >&2
+fi
 macho_corpus="$PEERS/macho-corpus"
 macho_stamp="$PEERS/.built-macho-corpus-$(sha256sum "$(dirname "$0")/macho_corpus.py" | cut -c1-16)"
 if [ ! -f "$macho_stamp" ] || [ ! -d "$macho_corpus" ]; then
@@ -239,6 +245,7 @@ export MALJAN_OIDC_PROVIDER="$PEERS/oidc/node_modules/oidc-provider"
 export MALJAN_MACHO_CORPUS="$macho_corpus"
 export MALJAN_MACHO_THIRD_PARTY="$macho_real"
 export MALJAN_LLVM_OBJDUMP="$(command -v llvm-objdump)"
+export MALJAN_CHMCMD="$(command -v chmcmd)"
 export MALJAN_PG_BIN="$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)"
 $corpus_env
 $identify_env

@@ -43,6 +43,7 @@ pub mod macho;
 mod macho_commands;
 mod macho_parts;
 pub mod members;
+pub mod members_chm;
 mod members_formats;
 mod members_html;
 pub mod members_iso;

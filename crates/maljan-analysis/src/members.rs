@@ -1,7 +1,7 @@
 //! `extract_members`: the files a sample carries, written out as child samples — archive members
 //! (zip in every method incl. Deflate64 and implode, ZipCrypto / AES ones opened with the
 //! analysts' usual passwords, and a lying central directory read from its local headers; tar,
-//! gzip, bzip2, xz, lzma / lzip, zstd, lz4, 7z, RAR 4 and 5, cab, cpio, ISO 9660), mail
+//! gzip, bzip2, xz, lzma / lzip, zstd, lz4, 7z, RAR 4 and 5, cab, cpio, ISO 9660, CHM help files), mail
 //! attachments (MIME base64 / quoted-printable, nested messages, uuencode, BinHex, winmail.dat),
 //! RTF packaged files, HTML base64 payloads and, for anything else, the payloads `carve_payloads` finds
 //! (installer and SFX overlays, droppers), and a UPX-packed program's unpacked image
@@ -156,6 +156,11 @@ impl<'a> Collector<'a> {
             member: member.map(str::to_string),
             detail,
         });
+    }
+
+    /// The bounds of this extraction (a reader that must decode a whole stream sizes it by them).
+    pub(crate) fn limits(&self) -> Limits {
+        self.limits
     }
 
     /// The most bytes a stream packed in `packed` bytes may expand to.
@@ -452,7 +457,7 @@ pub(crate) fn register(registry: &mut Registry, config: &Arc<AnalysisConfig>) {
             "extract_members",
             "Writes out the files the sample carries as child samples: archive members (zip in any method incl. \
              Deflate64, encrypted with infected/malware/virus, or with a lying central directory; tar, gzip, bzip2, \
-             xz, zstd, lz4, 7z, rar, cab, cpio, ISO 9660 images), mail attachments (MIME, uuencode, BinHex, winmail.dat), \
+             xz, zstd, lz4, 7z, rar, cab, cpio, ISO 9660 images, CHM help files), mail attachments (MIME, uuencode, BinHex, winmail.dat), \
              RTF embedded objects and packaged files, HTML/SVG base64 payloads (data: URIs, smuggling scripts), \
              carved payloads and a UPX-packed program's unpacked image (when upx is on the host), each hashed \
              and identified, bounded in count, bytes and expansion ratio.",

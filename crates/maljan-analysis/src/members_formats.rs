@@ -47,6 +47,10 @@ pub(crate) fn read(b: &[u8], c: &mut Collector) -> String {
             "cpio".into()
         }
         "email" | "mbox" => crate::members_mail::mail(b, c, &kind),
+        "chm" => {
+            crate::members_chm::chm(b, c);
+            "chm".into()
+        }
         "iso9660" => {
             crate::members_iso::iso(b, c);
             "iso9660".into()
