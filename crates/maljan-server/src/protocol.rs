@@ -201,9 +201,13 @@ pub fn task_owner(context: &RequestContext<RoleServer>) -> String {
         .to_string()
 }
 
-/// Whether the request carries the tasks extension (per request, or declared at initialize).
+/// Whether this request declares the tasks extension in its own `_meta` capabilities. A
+/// declaration at initialize alone does not count: a 2025-11-25 client (Inspector's CLI in its
+/// legacy era is one) may list the extension there yet read a `tools/call` answer as a plain
+/// result, so a task handle would reach it as a result without its structured content.
 pub fn declares_tasks(context: &RequestContext<RoleServer>) -> bool {
     context
+        .meta
         .client_capabilities()
         .is_some_and(|caps| caps.supports_tasks())
 }

@@ -39,12 +39,14 @@ fn inside_details(html: &str, at: usize) -> bool {
 #[test]
 fn the_html_report_of_an_agent_run_leads_with_the_verdict_links_evidence_and_escapes_the_sample() {
     let tmp = tempfile::tempdir().unwrap();
+    // A page with a script that writes a Run key: the persistence fact gives the verdict card a
+    // fact with evidence links (a <script> makes it HTML, not inert text).
     let sample = tmp.path().join("dropper.txt");
     std::fs::write(
         &sample,
         format!(
             "{HOSTILE}\nconnect http://c2.evil.example/gate.php\n\
-             HKCU\\Software\\Microsoft\\Windows\\CurrentVersion\\Run\\updater\n"
+             reg add HKCU\\Software\\Microsoft\\Windows\\CurrentVersion\\Run /v updater\n"
         ),
     )
     .unwrap();
