@@ -8,23 +8,11 @@ use serde_json::{Value, json};
 
 use super::{common::Harness, peers::peer};
 
-/// Runs `action(**args)` through automation-file's executor registry in `dir`; its JSON answer.
+/// Runs `action(**args)` through automation-file's executor registry in `dir`; its JSON answer
+/// (an exception fails the test).
 pub fn automation_file(dir: &Path, action: &str, args: &Value) -> Value {
-    let script = "import json, sys\n\
-        from automation_file import executor\n\
-        action, args = sys.argv[1], json.loads(sys.argv[2])\n\
-        print(json.dumps(executor.registry.event_dict[action](**args)))";
-    let out = Command::new(peer("MALJAN_PY"))
-        .args(["-c", script, action, &args.to_string()])
-        .current_dir(dir)
-        .output()
-        .expect("the peers venv's python runs");
-    assert!(
-        out.status.success(),
-        "automation-file {action} {args} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    automation_file_outcome(dir, action, args)
+        .unwrap_or_else(|e| panic!("automation-file {action} {args} raised {e}"))
 }
 
 /// Two identical trees (maljan's and automation-file's) holding `files`.
@@ -54,7 +42,8 @@ pub fn read(root: &Path, name: &str) -> Vec<u8> {
     std::fs::read(root.join(name)).unwrap()
 }
 
-/// Like [`automation_file`], but an exception is an answer too: Err(its type and message).
+/// `action(**args)` on automation-file in `dir`: Ok(its JSON answer) or Err(the exception's type
+/// and message).
 pub fn automation_file_outcome(dir: &Path, action: &str, args: &Value) -> Result<Value, String> {
     let script = "import json, sys\n\
         from automation_file import executor\n\
