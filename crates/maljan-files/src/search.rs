@@ -233,22 +233,36 @@ const WHOLE_FILE: u64 = 64 * 1024 * 1024;
 impl Grep {
     fn full(&self) -> bool {
         self.count.load(Ordering::Relaxed) >= self.max
-            || self.gave_up.lock().is_ok_and(|e| e.is_some())
+    }
+
+    /// Whether the grep is over: enough matches, or the pattern gave up somewhere.
+    fn done(&self) -> bool {
+        self.full() || self.gave_up.lock().is_ok_and(|e| e.is_some())
     }
 
     /// Whether `bytes` match; false (and the grep stopped) when the pattern gave up on them.
     fn matches(&self, pattern: &BytesPattern, bytes: &[u8]) -> bool {
         pattern.is_match(bytes).unwrap_or_else(|e| {
-            let mut gave_up = self.gave_up.lock().unwrap_or_else(|p| p.into_inner());
-            gave_up.get_or_insert(e);
+            self.give_up(e);
             false
         })
     }
 
+    /// Keeps the first error of a pattern that gave up; the grep ends with it.
+    fn give_up(&self, e: ToolError) {
+        let mut gave_up = self.gave_up.lock().unwrap_or_else(|p| p.into_inner());
+        gave_up.get_or_insert(e);
+    }
+
     /// `line` comes without its line end.
     fn hit(&self, path: &Path, n: u64, line: &[u8], out: &mut Vec<GrepHit>) -> bool {
-        if !self.matches(&self.line, line) {
-            return !self.full();
+        match self.line.is_match(line) {
+            Ok(true) => {}
+            Ok(false) => return true,
+            Err(e) => {
+                self.give_up(e);
+                return false;
+            }
         }
         if self.count.fetch_add(1, Ordering::Relaxed) >= self.max {
             return false;
@@ -350,7 +364,7 @@ fn grep(
         &stop,
         Vec::new,
         |out: &mut Vec<GrepHit>, entry, ft| {
-            if g.full() {
+            if g.done() {
                 return Flow::Quit;
             }
             if !ft.is_file()

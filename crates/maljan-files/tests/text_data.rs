@@ -463,3 +463,15 @@ async fn csv_and_jsonl() {
         "no_such_file"
     );
 }
+
+#[tokio::test]
+async fn a_grep_over_its_backtracking_budget_ends_with_a_clear_error() {
+    let h = Harness::new();
+    h.write("a.txt", "x".repeat(30));
+    h.write("b.txt", "plain\n");
+    // A back-reference runs on the backtracking engine; nested repetition exhausts its budget.
+    let args = json!({"root": h.p(""), "pattern": r"(x+x+)+y\1", "regex": true});
+    let (code, message) = h.error("FA_grep", args).await;
+    assert_eq!(code, "bad_argument");
+    assert!(message.contains("gave up"), "{message}");
+}
